@@ -1,0 +1,222 @@
+//! JSON shapes that the REST API answers and the dashboard shows.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus};
+
+#[cfg(feature = "ssr")]
+use utoipa::ToSchema;
+
+/// One page of a list, newest first. `next_cursor` is null on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Customer {
+    pub id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An API key as created: `token` appears only in this answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ApiKeyCreated {
+    pub id: String,
+    pub customer_id: String,
+    pub name: String,
+    pub token: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct User {
+    pub id: String,
+    pub username: String,
+    pub role: Role,
+    pub customer_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Subscription {
+    pub id: String,
+    pub customer_id: String,
+    pub name: String,
+    pub url: String,
+    pub event_types: Vec<String>,
+    /// The policy in canonical form (`{"kind":…}` with every number spelled out).
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub retry_policy: Value,
+    pub timeout_ms: u32,
+    pub content_mode: ContentMode,
+    pub status: SubscriptionStatus,
+    pub endpoint_id: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The signing secret; present when the subscription is read one at a time.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PublishedEvent {
+    pub id: String,
+    pub source: String,
+    pub duplicate: bool,
+    pub message_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PublishResult {
+    pub events: Vec<PublishedEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Message {
+    pub id: String,
+    pub event_id: String,
+    pub subscription_id: String,
+    pub endpoint_id: String,
+    pub event_type: String,
+    pub state: MessageState,
+    pub dead_reason: Option<String>,
+    pub attempt_count: u32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub last_status: Option<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Attempt {
+    pub number: u32,
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    pub status_code: Option<u16>,
+    pub error_kind: Option<ErrorKind>,
+    pub outcome: Outcome,
+    /// A short human explanation of the error, when there was one.
+    pub error_detail: Option<String>,
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub request_headers: Value,
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub response_headers: Value,
+    /// The first 4 KiB of the response body (lossy UTF-8).
+    pub response_body: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct MessageDetail {
+    #[serde(flatten)]
+    pub message: Message,
+    /// The CloudEvent as published.
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub event: Value,
+    pub attempts: Vec<Attempt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Endpoint {
+    pub id: String,
+    pub customer_id: String,
+    pub url: String,
+    pub state: EndpointState,
+    pub consecutive_failures: u64,
+    pub window_attempts: u64,
+    pub window_failures: u64,
+    pub last_success_at: Option<DateTime<Utc>>,
+    pub last_failure_at: Option<DateTime<Utc>>,
+    pub next_probe_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct PreviewAttempt {
+    pub attempt: u32,
+    pub offset_secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Preview {
+    pub attempts: Vec<PreviewAttempt>,
+    pub ttl_secs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct AuditEntry {
+    pub id: String,
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub target: String,
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub detail: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ReplayResult {
+    pub replayed: u64,
+}
+
+/// The logged-in dashboard user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Viewer {
+    pub user_id: String,
+    pub username: String,
+    pub role: Role,
+    pub customer_id: Option<String>,
+}
+
+impl Viewer {
+    pub fn is_admin(&self) -> bool {
+        self.role == Role::Admin
+    }
+}
+
+/// Deliveries in one minute of the overview's chart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MinuteCount {
+    /// Minutes before now (0 = the current minute).
+    pub minutes_ago: u32,
+    pub success: u64,
+    pub failure: u64,
+}
+
+/// The overview page: messages by state, the last hour's attempts per minute,
+/// and the endpoints whose circuit is not closed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    pub counts: Vec<(MessageState, u64)>,
+    pub per_minute: Vec<MinuteCount>,
+    pub troubled_endpoints: Vec<Endpoint>,
+}
+
+/// The delivery log's filters as the dashboard's form sends them (empty means any).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogFilter {
+    pub subscription_id: Option<String>,
+    pub state: Option<String>,
+    pub event_type: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub customer_id: Option<String>,
+}

@@ -1,0 +1,242 @@
+//! CloudEvents 1.0: parsing a published event at the edge, and rendering it for
+//! the HTTP binding's structured and binary content modes.
+
+use base64::Engine;
+use serde_json::{Map, Value};
+
+use super::errors::FieldError;
+
+/// The longest id, source or type Herald accepts.
+pub const MAX_ATTRIBUTE_LEN: usize = 1024;
+
+const CONTEXT_ATTRIBUTES: &[&str] =
+    &["specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time"];
+
+/// A CloudEvent that passed validation. `raw` is the event exactly as published.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CloudEvent {
+    raw: Map<String, Value>,
+}
+
+impl CloudEvent {
+    /// Validates a JSON value as a CloudEvent 1.0. Field names in errors are
+    /// prefixed (`events[3].id` in a batch, `id` for a single event).
+    pub fn parse(value: Value, prefix: &str) -> Result<CloudEvent, Vec<FieldError>> {
+        let field = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
+        let Value::Object(raw) = value else {
+            let name = if prefix.is_empty() { "body" } else { prefix };
+            return Err(vec![FieldError::new(name, "a CloudEvent must be a JSON object")]);
+        };
+        let mut errors = Vec::new();
+        match raw.get("specversion") {
+            Some(Value::String(v)) if v == "1.0" => {}
+            Some(_) => errors.push(FieldError::new(field("specversion"), "must be \"1.0\"")),
+            None => errors.push(FieldError::new(field("specversion"), "is required")),
+        }
+        for name in ["id", "source", "type"] {
+            match raw.get(name) {
+                Some(Value::String(v)) if v.is_empty() => {
+                    errors.push(FieldError::new(field(name), "must not be empty"))
+                }
+                Some(Value::String(v)) if v.len() > MAX_ATTRIBUTE_LEN => {
+                    errors.push(FieldError::new(field(name), format!("must be at most {MAX_ATTRIBUTE_LEN} bytes")))
+                }
+                Some(Value::String(v)) if v.contains('\0') => {
+                    errors.push(FieldError::new(field(name), "must not contain NUL characters"))
+                }
+                Some(Value::String(_)) => {}
+                Some(_) => errors.push(FieldError::new(field(name), "must be a string")),
+                None => errors.push(FieldError::new(field(name), "is required")),
+            }
+        }
+        for name in ["datacontenttype", "dataschema", "subject"] {
+            if let Some(v) = raw.get(name) {
+                if !v.is_string() {
+                    errors.push(FieldError::new(field(name), "must be a string"));
+                }
+            }
+        }
+        if let Some(time) = raw.get("time") {
+            let valid = time.as_str().is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
+            if !valid {
+                errors.push(FieldError::new(field("time"), "must be an RFC 3339 timestamp"));
+            }
+        }
+        if raw.contains_key("data") && raw.contains_key("data_base64") {
+            errors.push(FieldError::new(field("data_base64"), "must not be given together with data"));
+        }
+        if let Some(encoded) = raw.get("data_base64") {
+            let valid = encoded.as_str().is_some_and(|s| base64::engine::general_purpose::STANDARD.decode(s).is_ok());
+            if !valid {
+                errors.push(FieldError::new(field("data_base64"), "must be a base64 string"));
+            }
+        }
+        for (name, value) in &raw {
+            if CONTEXT_ATTRIBUTES.contains(&name.as_str()) || name == "data" || name == "data_base64" {
+                continue;
+            }
+            if !is_extension_name(name) {
+                errors.push(FieldError::new(field(name), "extension names are 1 to 20 lowercase letters or digits"));
+            } else if !(value.is_string() || value.is_number() || value.is_boolean()) {
+                errors.push(FieldError::new(field(name), "an extension value must be a string, number or boolean"));
+            }
+        }
+        if errors.is_empty() { Ok(CloudEvent { raw }) } else { Err(errors) }
+    }
+
+    fn text(&self, name: &str) -> Option<&str> {
+        self.raw.get(name).and_then(Value::as_str)
+    }
+
+    pub fn id(&self) -> &str {
+        self.text("id").unwrap_or_default()
+    }
+    pub fn source(&self) -> &str {
+        self.text("source").unwrap_or_default()
+    }
+    pub fn event_type(&self) -> &str {
+        self.text("type").unwrap_or_default()
+    }
+
+    /// The event as published, for storage and for the structured content mode.
+    pub fn to_json(&self) -> Value {
+        Value::Object(self.raw.clone())
+    }
+
+    /// Rebuilds an event that was validated before it was stored.
+    pub fn from_stored(value: Value) -> Option<CloudEvent> {
+        match value {
+            Value::Object(raw) => Some(CloudEvent { raw }),
+            _ => None,
+        }
+    }
+
+    /// Structured content mode: the whole event as the body.
+    pub fn structured_body(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.raw).unwrap_or_default()
+    }
+
+    /// Binary content mode: `ce-*` headers, the content type, and the data alone as the body.
+    pub fn binary(&self) -> BinaryMessage {
+        let mut headers = Vec::new();
+        for (name, value) in &self.raw {
+            if name == "data" || name == "data_base64" || name == "datacontenttype" {
+                continue;
+            }
+            let text = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            headers.push((format!("ce-{name}"), percent_encode_header(&text)));
+        }
+        let declared = self.text("datacontenttype").map(str::to_string);
+        let (content_type, body) = if let Some(encoded) = self.text("data_base64") {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).unwrap_or_default();
+            (declared.unwrap_or_else(|| "application/octet-stream".into()), bytes)
+        } else {
+            match self.raw.get("data") {
+                None => (declared.unwrap_or_default(), Vec::new()),
+                Some(Value::String(s)) if declared.as_deref().is_some_and(|ct| !is_json_type(ct)) => {
+                    (declared.unwrap_or_default(), s.clone().into_bytes())
+                }
+                Some(data) => (
+                    declared.unwrap_or_else(|| "application/json".into()),
+                    serde_json::to_vec(data).unwrap_or_default(),
+                ),
+            }
+        };
+        BinaryMessage { headers, content_type, body }
+    }
+}
+
+/// A CloudEvent in binary content mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BinaryMessage {
+    pub headers: Vec<(String, String)>,
+    /// Empty when the event has neither data nor a declared content type.
+    pub content_type: String,
+    pub body: Vec<u8>,
+}
+
+fn is_extension_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 20 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+fn is_json_type(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json") || essence == "text/json"
+}
+
+/// The HTTP binding's header encoding: printable ASCII except `"` and `%` stays,
+/// everything else is percent-encoded as UTF-8.
+fn percent_encode_header(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if (0x20..0x7f).contains(&byte) && byte != b'"' && byte != b'%' {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(extra: Value) -> Value {
+        let mut base = json!({"specversion":"1.0","id":"e1","source":"/shop","type":"order.created"});
+        base.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        base
+    }
+
+    fn fields(result: Result<CloudEvent, Vec<FieldError>>) -> Vec<String> {
+        result.unwrap_err().into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_minimal_event_parses_and_keeps_its_attributes() {
+        let ev = CloudEvent::parse(event(json!({"data":{"n":1}})), "").unwrap();
+        assert_eq!((ev.id(), ev.source(), ev.event_type()), ("e1", "/shop", "order.created"));
+        assert_eq!(ev.to_json()["data"], json!({"n":1}));
+    }
+
+    #[test]
+    fn missing_and_wrong_attributes_are_named() {
+        let mut without_id = event(json!({}));
+        without_id.as_object_mut().unwrap().remove("id");
+        assert_eq!(fields(CloudEvent::parse(without_id, "")), vec!["id"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"specversion":"0.3"})), "")), vec!["specversion"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"type": 5})), "events[2]")), vec!["events[2].type"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"time":"yesterday"})), "")), vec!["time"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"Bad-Ext":"x"})), "")), vec!["Bad-Ext"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"id":"a\u{0}b"})), "")), vec!["id"]);
+        assert_eq!(fields(CloudEvent::parse(event(json!({"data":1,"data_base64":"AA=="})), "")), vec!["data_base64"]);
+        assert_eq!(fields(CloudEvent::parse(json!([1]), "")), vec!["body"]);
+    }
+
+    #[test]
+    fn binary_mode_puts_attributes_in_headers_and_data_in_the_body() {
+        let ev = CloudEvent::parse(event(json!({"data":{"n":1},"traceparent":"00-x","subject":"café"})), "").unwrap();
+        let bin = ev.binary();
+        assert_eq!(bin.content_type, "application/json");
+        assert_eq!(bin.body, br#"{"n":1}"#);
+        let header = |n: &str| bin.headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str());
+        assert_eq!(header("ce-id"), Some("e1"));
+        assert_eq!(header("ce-specversion"), Some("1.0"));
+        assert_eq!(header("ce-traceparent"), Some("00-x"));
+        assert_eq!(header("ce-subject"), Some("caf%C3%A9"));
+        assert_eq!(header("ce-data"), None);
+    }
+
+    #[test]
+    fn binary_mode_sends_text_and_base64_data_as_raw_bytes() {
+        let text = CloudEvent::parse(event(json!({"datacontenttype":"text/plain","data":"hi"})), "").unwrap();
+        assert_eq!((text.binary().content_type.as_str(), text.binary().body), ("text/plain", b"hi".to_vec()));
+        let bytes = CloudEvent::parse(event(json!({"data_base64":"AAEC"})), "").unwrap();
+        assert_eq!(bytes.binary().body, vec![0, 1, 2]);
+        assert_eq!(bytes.binary().content_type, "application/octet-stream");
+    }
+}

@@ -1,0 +1,12 @@
+//! Pure rules of Herald: no I/O, no async, no database. Everything here can be
+//! tested in microseconds and compiles for the browser too.
+
+pub mod breaker;
+pub mod dto;
+pub mod errors;
+pub mod event;
+pub mod input;
+pub mod policy;
+pub mod signing;
+pub mod states;
+pub mod target;

@@ -1,0 +1,76 @@
+//! The named states and kinds of Herald's objects, stored as text and spoken as text in JSON.
+
+use serde::{Deserialize, Serialize};
+
+/// Declares a string-backed enum with `as_str`, `parse` and serde in one place.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(&self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+text_enum!(
+    /// Where a message is in its life.
+    MessageState { Pending = "pending", Delivering = "delivering", Delivered = "delivered", Held = "held", Dead = "dead" }
+);
+text_enum!(
+    /// How one attempt ended.
+    Outcome { Success = "success", Retryable = "retryable", Permanent = "permanent" }
+);
+text_enum!(
+    /// Why an attempt got no usable HTTP status.
+    ErrorKind {
+        Timeout = "timeout", Connect = "connect", Dns = "dns", Tls = "tls",
+        BlockedTarget = "blocked_target", BodyTooLarge = "body_too_large", Other = "other",
+    }
+);
+text_enum!(
+    /// The circuit of one endpoint.
+    EndpointState { Closed = "closed", Disabled = "disabled", Locked = "locked" }
+);
+text_enum!(
+    /// How the event is put on the wire (CloudEvents HTTP binding).
+    ContentMode { Structured = "structured", Binary = "binary" }
+);
+text_enum!(
+    SubscriptionStatus { Active = "active", Paused = "paused" }
+);
+text_enum!(
+    /// A dashboard user's role.
+    Role { Admin = "admin", Customer = "customer" }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_round_trips_through_text_and_json() {
+        for state in MessageState::ALL {
+            assert_eq!(MessageState::parse(state.as_str()), Some(*state));
+            let json = serde_json::to_string(state).unwrap();
+            assert_eq!(json, format!("\"{}\"", state.as_str()));
+        }
+        assert_eq!(ErrorKind::parse("blocked_target"), Some(ErrorKind::BlockedTarget));
+        assert_eq!(EndpointState::parse("open"), None);
+    }
+}

@@ -1,0 +1,3 @@
+pub mod domain;
+#[cfg(any(feature = "ssr", feature = "hydrate"))]
+pub mod ui;

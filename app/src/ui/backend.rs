@@ -1,0 +1,54 @@
+//! What the dashboard asks of the server. The server implements this trait
+//! over its services and hands it to Leptos through context; server functions
+//! call it, so no SQL or business rule lives in the UI.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::request::Parts;
+use serde_json::Value;
+
+use super::UiError;
+pub use crate::domain::dto::LogFilter;
+use crate::domain::dto::*;
+
+pub type SharedBackend = Arc<dyn Backend>;
+
+#[async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// The logged-in user of this request, if any.
+    async fn viewer(&self, request: &Parts) -> Option<Viewer>;
+    async fn login(&self, request: &Parts, username: &str, password: &str) -> Result<Viewer, UiError>;
+    async fn logout(&self, request: &Parts);
+
+    async fn overview(&self, v: &Viewer) -> Result<Overview, UiError>;
+
+    async fn subscriptions(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Subscription>, UiError>;
+    async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError>;
+    /// `body` has the REST API's fields (SPEC §4).
+    async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError>;
+    async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError>;
+    async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError>;
+    /// Publishes a `herald.test` event to this subscription alone; returns the message id.
+    async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError>;
+
+    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError>;
+    async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError>;
+    async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError>;
+    /// Replays the dead messages that match; returns how many.
+    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError>;
+
+    async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError>;
+    async fn unlock(&self, v: &Viewer, id: &str) -> Result<Endpoint, UiError>;
+
+    async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError>;
+    async fn create_customer(&self, v: &Viewer, name: &str) -> Result<Customer, UiError>;
+    /// Creates a key; its token is kept in memory (never stored) until the
+    /// creator reads it once with `take_api_key_token`.
+    async fn create_api_key(&self, v: &Viewer, customer_id: &str, name: &str) -> Result<ApiKeyCreated, UiError>;
+    async fn take_api_key_token(&self, v: &Viewer, key_id: &str) -> Option<String>;
+    async fn users(&self, v: &Viewer) -> Result<Vec<User>, UiError>;
+    /// `body` has the REST API's fields: username, password, role, customer_id.
+    async fn create_user(&self, v: &Viewer, body: Value) -> Result<User, UiError>;
+    async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError>;
+}

@@ -1,0 +1,165 @@
+use leptos::prelude::*;
+use leptos_router::hooks::use_query_map;
+
+use crate::domain::dto::{AuditEntry, Customer, Page, User};
+use crate::ui::components::{Frame, NextPage, action_error, load_error, time};
+use crate::ui::server_fns::{
+    CreateApiKey, CreateCustomer, CreateUser, get_audit, get_customers, get_users, get_viewer, take_api_key_token,
+};
+
+#[component]
+pub fn CustomersPage() -> impl IntoView {
+    let query = use_query_map();
+    let customers = Resource::new(move || query.read().get("cursor"), get_customers);
+    let users = Resource::new(|| (), |_| get_users());
+    let new_key = Resource::new(
+        move || query.read().get("key"),
+        |key| async move {
+            match key {
+                Some(key) => take_api_key_token(key).await,
+                None => Ok(None),
+            }
+        },
+    );
+    let create_customer = ServerAction::<CreateCustomer>::new();
+    let create_key = ServerAction::<CreateApiKey>::new();
+    let create_user = ServerAction::<CreateUser>::new();
+    let viewer = Resource::new(|| (), |_| get_viewer());
+    view! {
+        <Frame title="Customers">
+            <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+            // Only admins get this page; anyone else sees "not found" (with a 404 from the data).
+            if !viewer.await.ok().flatten().is_some_and(|v| v.is_admin()) {
+                return view! { <p>"There is nothing here."</p> }.into_any();
+            }
+            view! {
+            {move || query.read().get("created").map(|id| view! { <p class="notice" role="status">{format!("Customer {id} created.")}</p> })}
+            {move || query.read().get("user").map(|u| view! { <p class="notice" role="status">{format!("User {u} created.")}</p> })}
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    new_key.await.ok().flatten().map(|token| view! {
+                        <div class="notice" role="status">
+                            <p>"The new API key's token. Copy it now: it is shown only this once. Send it as "<code>"Authorization: Bearer …"</code>"."</p>
+                            <code class="secret">{token}</code>
+                        </div>
+                    })
+                })}
+            </Suspense>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    customers.await.map(customer_table).unwrap_or_else(load_error)
+                })}
+            </Suspense>
+            <div class="forms">
+                <section>
+                    <h2>"New customer"</h2>
+                    {action_error(create_customer.value())}
+                    <ActionForm action=create_customer attr:class="stacked">
+                        <label>"Name" <input name="name" required/></label>
+                        <button type="submit">"Create customer"</button>
+                    </ActionForm>
+                </section>
+                <section>
+                    <h2>"New API key"</h2>
+                    {action_error(create_key.value())}
+                    <ActionForm action=create_key attr:class="stacked">
+                        <label>"Customer id" <input name="customer_id" required/></label>
+                        <label>"Key name" <input name="name" required/></label>
+                        <button type="submit">"Create API key"</button>
+                    </ActionForm>
+                </section>
+                <section>
+                    <h2>"New dashboard user"</h2>
+                    {action_error(create_user.value())}
+                    <ActionForm action=create_user attr:class="stacked">
+                        <label>"Username" <input name="username" required/></label>
+                        <label>"Password (8 or more characters)" <input name="password" type="password" required/></label>
+                        <label>"Role"
+                            <select name="role">
+                                <option value="customer">"customer"</option>
+                                <option value="admin">"admin"</option>
+                            </select>
+                        </label>
+                        <label>"Customer id (for a customer user)" <input name="customer_id"/></label>
+                        <button type="submit">"Create user"</button>
+                    </ActionForm>
+                </section>
+            </div>
+            <h2>"Users"</h2>
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    users.await.map(user_table).unwrap_or_else(load_error)
+                })}
+            </Suspense>
+            }.into_any()
+            })}
+            </Suspense>
+        </Frame>
+    }
+}
+
+fn customer_table(page: Page<Customer>) -> AnyView {
+    view! {
+        <table>
+            <thead><tr><th scope="col">"Name"</th><th scope="col">"Id"</th><th scope="col">"Created"</th><th scope="col">"Delivery log"</th></tr></thead>
+            <tbody>
+                {page.data.into_iter().map(|c| view! {
+                    <tr>
+                        <td>{c.name.clone()}</td><td><code>{c.id.clone()}</code></td><td>{time(&c.created_at)}</td>
+                        <td><a href=format!("/messages?customer_id={}", c.id)>"Messages"</a></td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <NextPage next=page.next_cursor/>
+    }
+    .into_any()
+}
+
+fn user_table(users: Vec<User>) -> AnyView {
+    view! {
+        <table>
+            <thead><tr><th scope="col">"Username"</th><th scope="col">"Role"</th><th scope="col">"Customer"</th><th scope="col">"Created"</th></tr></thead>
+            <tbody>
+                {users.into_iter().map(|u| view! {
+                    <tr><td>{u.username.clone()}</td><td>{u.role.as_str()}</td><td>{u.customer_id.clone().unwrap_or_default()}</td><td>{time(&u.created_at)}</td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let query = use_query_map();
+    let page = Resource::new(move || query.read().get("cursor"), get_audit);
+    view! {
+        <Frame title="Audit log">
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    page.await.map(audit_table).unwrap_or_else(load_error)
+                })}
+            </Suspense>
+        </Frame>
+    }
+}
+
+fn audit_table(page: Page<AuditEntry>) -> AnyView {
+    if page.data.is_empty() {
+        return view! { <p>"Nothing has been recorded yet."</p> }.into_any();
+    }
+    view! {
+        <table>
+            <thead><tr><th scope="col">"When"</th><th scope="col">"Who"</th><th scope="col">"Action"</th><th scope="col">"Target"</th><th scope="col">"Detail"</th></tr></thead>
+            <tbody>
+                {page.data.into_iter().map(|a| view! {
+                    <tr><td>{time(&a.at)}</td><td>{a.actor.clone()}</td><td>{a.action.clone()}</td><td><code>{a.target.clone()}</code></td><td><code>{a.detail.to_string()}</code></td></tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <NextPage next=page.next_cursor/>
+    }
+    .into_any()
+}

@@ -1,0 +1,34 @@
+use leptos::prelude::*;
+
+use crate::ui::components::{Frame, action_error};
+use crate::ui::server_fns::Login;
+
+#[component]
+pub fn LoginPage() -> impl IntoView {
+    let login = ServerAction::<Login>::new();
+    view! {
+        <leptos_meta::Title text="Log in · Herald"/>
+        <main class="login">
+            <h1>"Herald"</h1>
+            <ActionForm action=login>
+                <label>"Username" <input name="username" autocomplete="username" required/></label>
+                <label>"Password" <input type="password" name="password" autocomplete="current-password" required/></label>
+                {action_error(login.value())}
+                <button type="submit">"Log in"</button>
+            </ActionForm>
+        </main>
+    }
+}
+
+#[component]
+pub fn NotFoundPage() -> impl IntoView {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::NOT_FOUND);
+    }
+    view! {
+        <Frame title="Not found">
+            <p>"There is nothing here."</p>
+        </Frame>
+    }
+}

@@ -1,0 +1,15 @@
+//! One module per page (SPEC §5).
+
+mod admin;
+mod endpoints;
+mod login;
+mod messages;
+mod overview;
+mod subscriptions;
+
+pub use admin::{AuditPage, CustomersPage};
+pub use endpoints::EndpointsPage;
+pub use login::{LoginPage, NotFoundPage};
+pub use messages::{DeadLettersPage, MessagePage, MessagesPage};
+pub use overview::OverviewPage;
+pub use subscriptions::{SubscriptionPage, SubscriptionsPage};

@@ -1,0 +1,311 @@
+//! Server functions: the dashboard's reads and writes. Each resolves the
+//! logged-in user and calls the server's `Backend`; writes answer with a
+//! redirect to the page that shows their result (forms work without JavaScript).
+
+use leptos::prelude::*;
+use serde_json::{Value, json};
+
+use crate::domain::dto::*;
+
+#[cfg(feature = "ssr")]
+mod ssr {
+    use leptos::prelude::*;
+
+    use super::super::UiError;
+    use super::super::backend::SharedBackend;
+    use crate::domain::dto::Viewer;
+
+    pub fn backend() -> (SharedBackend, http::request::Parts) {
+        (expect_context::<SharedBackend>(), expect_context::<http::request::Parts>())
+    }
+
+    /// The logged-in user, or a redirect to the login page.
+    pub async fn viewer() -> Result<(SharedBackend, Viewer), ServerFnError> {
+        let (backend, parts) = backend();
+        match backend.viewer(&parts).await {
+            Some(viewer) => Ok((backend, viewer)),
+            None => {
+                leptos_axum::redirect("/login");
+                Err(ServerFnError::new(UiError::NotLoggedIn.to_string()))
+            }
+        }
+    }
+
+    /// A failure as the page shows it; "not found" also sets the status.
+    pub fn fail(e: UiError) -> ServerFnError {
+        if e == UiError::NotFound {
+            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+                response.set_status(http::StatusCode::NOT_FOUND);
+            }
+        }
+        ServerFnError::new(e.to_string())
+    }
+}
+
+#[cfg(feature = "ssr")]
+use ssr::{fail, viewer};
+
+fn text(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+#[server]
+pub async fn get_viewer() -> Result<Option<Viewer>, ServerFnError> {
+    let (backend, parts) = ssr::backend();
+    Ok(backend.viewer(&parts).await)
+}
+
+#[server]
+pub async fn login(username: String, password: String) -> Result<(), ServerFnError> {
+    let (backend, parts) = ssr::backend();
+    backend.login(&parts, &username, &password).await.map_err(fail)?;
+    leptos_axum::redirect("/");
+    Ok(())
+}
+
+#[server]
+pub async fn logout() -> Result<(), ServerFnError> {
+    let (backend, parts) = ssr::backend();
+    backend.logout(&parts).await;
+    leptos_axum::redirect("/login");
+    Ok(())
+}
+
+#[server]
+pub async fn get_overview() -> Result<Overview, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.overview(&v).await.map_err(fail)
+}
+
+#[server]
+pub async fn get_endpoints(cursor: Option<String>) -> Result<Page<Endpoint>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.endpoints(&v, text(cursor)).await.map_err(fail)
+}
+
+#[server]
+pub async fn unlock_endpoint(id: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let endpoint = backend.unlock(&v, &id).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/endpoints?unlocked={}", endpoint.id));
+    Ok(())
+}
+
+#[server]
+pub async fn get_subscriptions(cursor: Option<String>) -> Result<Page<Subscription>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.subscriptions(&v, text(cursor)).await.map_err(fail)
+}
+
+#[server]
+pub async fn get_subscription(id: String) -> Result<Subscription, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.subscription(&v, &id).await.map_err(fail)
+}
+
+/// The subscription form's fields as the REST API's JSON body.
+fn subscription_body(
+    name: Option<String>,
+    url: Option<String>,
+    event_types: Option<String>,
+    retry_policy: Option<String>,
+    timeout_ms: Option<String>,
+    content_mode: Option<String>,
+) -> Value {
+    let mut body = serde_json::Map::new();
+    if let Some(name) = text(name) {
+        body.insert("name".into(), json!(name));
+    }
+    if let Some(url) = text(url) {
+        body.insert("url".into(), json!(url));
+    }
+    if let Some(types) = text(event_types) {
+        let list: Vec<&str> = types.split([',', ' ', '\n']).map(str::trim).filter(|t| !t.is_empty()).collect();
+        body.insert("event_types".into(), json!(list));
+    }
+    if let Some(policy) = text(retry_policy) {
+        // A preset name, or a custom policy written as JSON.
+        let value = serde_json::from_str::<Value>(&policy).unwrap_or(Value::String(policy));
+        body.insert("retry_policy".into(), value);
+    }
+    if let Some(timeout) = text(timeout_ms) {
+        body.insert("timeout_ms".into(), timeout.parse::<i64>().map(Value::from).unwrap_or(Value::String(timeout)));
+    }
+    if let Some(mode) = text(content_mode) {
+        body.insert("content_mode".into(), json!(mode));
+    }
+    Value::Object(body)
+}
+
+#[server]
+pub async fn create_subscription(
+    name: Option<String>,
+    url: Option<String>,
+    event_types: Option<String>,
+    retry_policy: Option<String>,
+    timeout_ms: Option<String>,
+    content_mode: Option<String>,
+    customer_id: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let mut body = subscription_body(name, url, event_types, retry_policy, timeout_ms, content_mode);
+    if let (Some(customer), Value::Object(map)) = (text(customer_id), &mut body) {
+        map.insert("customer_id".into(), json!(customer));
+    }
+    let sub = backend.create_subscription(&v, body).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/subscriptions/{}?created=1", sub.id));
+    Ok(())
+}
+
+#[server]
+pub async fn update_subscription(
+    id: String,
+    name: Option<String>,
+    url: Option<String>,
+    event_types: Option<String>,
+    retry_policy: Option<String>,
+    timeout_ms: Option<String>,
+    content_mode: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let body = subscription_body(name, url, event_types, retry_policy, timeout_ms, content_mode);
+    backend.update_subscription(&v, &id, body).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));
+    Ok(())
+}
+
+#[server]
+pub async fn set_subscription_status(id: String, status: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.update_subscription(&v, &id, json!({"status": status})).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));
+    Ok(())
+}
+
+#[server]
+pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.rotate_secret(&v, &id).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/subscriptions/{id}?rotated=1"));
+    Ok(())
+}
+
+#[server]
+pub async fn send_test_event(id: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let message_id = backend.send_test_event(&v, &id).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/messages/{message_id}?sent=1"));
+    Ok(())
+}
+
+#[server]
+pub async fn get_messages(filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.messages(&v, filter, text(cursor)).await.map_err(fail)
+}
+
+#[server]
+pub async fn get_message(id: String) -> Result<MessageDetail, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.message(&v, &id).await.map_err(fail)
+}
+
+#[server]
+pub async fn replay_message(id: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.replay(&v, &id).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/messages/{id}?replayed=1"));
+    Ok(())
+}
+
+#[server]
+pub async fn replay_dead(
+    subscription_id: Option<String>,
+    event_type: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let filter = LogFilter {
+        subscription_id: text(subscription_id),
+        state: Some("dead".into()),
+        event_type: text(event_type),
+        since: text(since),
+        until: text(until),
+        customer_id: None,
+    };
+    // Back to the same filter, so the page shows what was replayed.
+    let back = {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        for (key, value) in [
+            ("subscription_id", &filter.subscription_id),
+            ("event_type", &filter.event_type),
+            ("since", &filter.since),
+            ("until", &filter.until),
+        ] {
+            if let Some(value) = value {
+                query.append_pair(key, value);
+            }
+        }
+        query.finish()
+    };
+    let replayed = backend.replay_dead(&v, filter).await.map_err(fail)?;
+    let separator = if back.is_empty() { "" } else { "&" };
+    leptos_axum::redirect(&format!("/dead-letters?{back}{separator}replayed={replayed}"));
+    Ok(())
+}
+
+#[server]
+pub async fn get_customers(cursor: Option<String>) -> Result<Page<Customer>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.customers(&v, text(cursor)).await.map_err(fail)
+}
+
+#[server]
+pub async fn create_customer(name: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let customer = backend.create_customer(&v, &name).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/admin/customers?created={}", customer.id));
+    Ok(())
+}
+
+#[server]
+pub async fn create_api_key(customer_id: String, name: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let key = backend.create_api_key(&v, &customer_id, &name).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/admin/customers?key={}", key.id));
+    Ok(())
+}
+
+/// The token of a key just created by this user, once.
+#[server]
+pub async fn take_api_key_token(key_id: String) -> Result<Option<String>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    Ok(backend.take_api_key_token(&v, &key_id).await)
+}
+
+#[server]
+pub async fn get_users() -> Result<Vec<User>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.users(&v).await.map_err(fail)
+}
+
+#[server]
+pub async fn create_user(
+    username: String,
+    password: String,
+    role: String,
+    customer_id: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let body = json!({"username": username, "password": password, "role": role, "customer_id": text(customer_id)});
+    let user = backend.create_user(&v, body).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/admin/customers?user={}", user.username));
+    Ok(())
+}
+
+#[server]
+pub async fn get_audit(cursor: Option<String>) -> Result<Page<AuditEntry>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.audit(&v, text(cursor)).await.map_err(fail)
+}

@@ -1,0 +1,17 @@
+//! Herald's schema, written with the schema DSL so that the same migrations
+//! run on SQLite and PostgreSQL. Times are stored as unix milliseconds
+//! (BIGINT): they compare and index the same way on both databases.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m0001_initial;
+mod m0002_sessions;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m0001_initial::Migration), Box::new(m0002_sessions::Migration)]
+    }
+}

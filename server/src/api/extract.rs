@@ -1,0 +1,99 @@
+//! Extractors whose failures are problem+json, never axum's plain-text rejections.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::problem::ApiError;
+use crate::ids::token_hash;
+use crate::service::Principal;
+use crate::state::AppState;
+use crate::store::api_keys;
+
+/// A JSON body, parsed but not yet validated. Remembers whether it came as a
+/// CloudEvents batch.
+pub struct JsonBody {
+    pub value: Value,
+    pub batch: bool,
+}
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json")
+            .to_ascii_lowercase();
+        let essence = content_type.split(';').next().unwrap_or("").trim().to_string();
+        // curl's `-d` labels JSON as a form; the body still has to parse as JSON.
+        let json_like = essence == "application/json"
+            || essence.ends_with("+json")
+            || essence == "application/x-www-form-urlencoded";
+        if !json_like {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "send JSON (application/json, application/cloudevents+json or application/cloudevents-batch+json), not {essence}"
+            )));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::field("body", "could not be read")
+            }
+        })?;
+        let value = if bytes.is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_slice(&bytes).map_err(|e| ApiError::field("body", &format!("is not valid JSON: {e}")))?
+        };
+        Ok(JsonBody { value, batch: essence == "application/cloudevents-batch+json" })
+    }
+}
+
+/// Query parameters, with bad ones reported as a 400 naming the query.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Query::<T>::try_from_uri(&parts.uri)
+            .map(|Query(v)| Params(v))
+            .map_err(|e| ApiError::field("query", &e.body_text()))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl FromRequestParts<AppState> for Principal {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.len() <= 200)
+            .ok_or(ApiError::Unauthorized)?;
+        if let Some(admin) = &state.settings.admin_token {
+            if constant_time_eq(admin.as_bytes(), token.as_bytes()) {
+                return Ok(Principal::Admin { actor: "admin-token".into() });
+            }
+        }
+        let key = api_keys::find_by_hash(&state.db, &token_hash(token))
+            .await
+            .map_err(|e| ApiError::Service(e.into()))?
+            .ok_or(ApiError::Unauthorized)?;
+        Ok(Principal::Customer { customer_id: key.customer_id, actor: key.id })
+    }
+}

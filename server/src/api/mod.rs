@@ -1,0 +1,64 @@
+//! The REST API (SPEC §4): thin handlers that extract, call a service, and
+//! answer JSON. Each resource module exports its own router.
+
+mod admin;
+mod delivery;
+pub mod extract;
+pub mod problem;
+mod schemas;
+mod subscriptions;
+mod system;
+
+use app::domain::{dto, states};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use crate::state::AppState;
+
+/// The largest request body accepted (a batch of events).
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .merge(system::router())
+        .merge(admin::router())
+        .merge(subscriptions::router())
+        .merge(delivery::router())
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+}
+
+struct BearerAuth;
+
+impl Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Herald", description = "Event delivery to webhooks: at least once, signed, with retries, circuit breakers and replay."),
+    paths(
+        system::healthz, system::metrics, system::openapi,
+        admin::create_customer, admin::list_customers, admin::create_api_key, admin::create_user, admin::audit_log,
+        subscriptions::create, subscriptions::list, subscriptions::read, subscriptions::update, subscriptions::remove,
+        subscriptions::rotate_secret,
+        delivery::publish, delivery::list_messages, delivery::message_detail, delivery::replay_one, delivery::replay_bulk,
+        delivery::list_endpoints, delivery::unlock, delivery::preview,
+    ),
+    components(schemas(
+        problem::Problem, dto::Customer, dto::ApiKeyCreated, dto::User, dto::Subscription, dto::PublishResult,
+        dto::PublishedEvent, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
+        dto::PreviewAttempt, dto::AuditEntry, dto::ReplayResult, states::MessageState, states::Outcome,
+        states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,
+    )),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+pub struct ApiDoc;

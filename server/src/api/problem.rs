@@ -1,0 +1,93 @@
+//! The one error type of the HTTP layer: every failure becomes an RFC 9457
+//! `application/problem+json` body, with the status decided here and only here.
+
+use app::domain::errors::FieldError;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::service::ServiceError;
+
+#[derive(Debug)]
+pub enum ApiError {
+    Service(ServiceError),
+    Unauthorized,
+    BadRequest { detail: String, errors: Vec<FieldError> },
+    PayloadTooLarge,
+    UnsupportedMediaType(String),
+    NotFound,
+}
+
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub errors: Vec<FieldError>,
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        ApiError::Service(e)
+    }
+}
+
+impl ApiError {
+    pub fn field(field: &str, message: &str) -> ApiError {
+        ApiError::BadRequest { detail: format!("{field}: {message}"), errors: vec![FieldError::new(field, message)] }
+    }
+
+    fn parts(self) -> (StatusCode, String, Vec<FieldError>) {
+        match self {
+            ApiError::Service(ServiceError::NotFound(what)) => {
+                (StatusCode::NOT_FOUND, format!("{what} not found"), vec![])
+            }
+            ApiError::Service(ServiceError::Invalid(errors)) => {
+                let detail = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+                (StatusCode::UNPROCESSABLE_ENTITY, detail, errors)
+            }
+            ApiError::Service(ServiceError::Forbidden) => {
+                (StatusCode::FORBIDDEN, "this action needs the admin token".into(), vec![])
+            }
+            ApiError::Service(ServiceError::Conflict(detail)) => (StatusCode::CONFLICT, detail, vec![]),
+            ApiError::Service(ServiceError::Db(e)) => {
+                tracing::error!(error = %e, "database error");
+                (StatusCode::SERVICE_UNAVAILABLE, "the database did not answer; try again".into(), vec![])
+            }
+            ApiError::Unauthorized => {
+                (StatusCode::UNAUTHORIZED, "send a valid token as Authorization: Bearer <token>".into(), vec![])
+            }
+            ApiError::BadRequest { detail, errors } => (StatusCode::BAD_REQUEST, detail, errors),
+            ApiError::PayloadTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large".into(), vec![])
+            }
+            ApiError::UnsupportedMediaType(detail) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, detail, vec![]),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "no such route".into(), vec![]),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, detail, errors) = self.parts();
+        let problem = Problem {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail,
+            errors,
+        };
+        let mut response = (status, axum::Json(problem)).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,36 @@
+//! Health, metrics and the OpenAPI document: open to anyone.
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use sea_orm::ConnectionTrait;
+use utoipa::OpenApi;
+
+use super::ApiDoc;
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/api/openapi.json", get(openapi))
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "system", responses((status = 200, description = "server and database answer"), (status = 503)))]
+async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+    let ok = s.db.execute_unprepared("SELECT 1").await.is_ok();
+    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, Json(serde_json::json!({"status": if ok { "ok" } else { "database unavailable" }})))
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "system", responses((status = 200, description = "Prometheus text", content_type = "text/plain")))]
+async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
+}
+
+#[utoipa::path(get, path = "/api/openapi.json", tag = "system", responses((status = 200, description = "this document")))]
+async fn openapi() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,77 @@
+//! Builds and runs Herald: database, migrations, HTTP server and workers.
+//! Tests start it on port 0 with `Application::build`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower_http::trace::TraceLayer;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Settings;
+use crate::service::customers::ensure_admin_user;
+use crate::state::AppState;
+use crate::worker::{Wakeup, Worker};
+use crate::{api, store, telemetry, ui};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("database: {0}")]
+    Database(#[from] sea_orm::DbErr),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(String, std::io::Error),
+    #[error("{0}")]
+    Service(#[from] crate::service::ServiceError),
+}
+
+pub struct Application {
+    pub state: AppState,
+    listener: TcpListener,
+    pub addr: SocketAddr,
+}
+
+impl Application {
+    pub async fn build(settings: Settings) -> Result<Application, StartError> {
+        Self::build_with_clock(settings, Arc::new(SystemClock)).await
+    }
+
+    pub async fn build_with_clock(settings: Settings, clock: SharedClock) -> Result<Application, StartError> {
+        let db = store::connect(&settings.database_url).await?;
+        store::migrate(&db).await?;
+        let listener =
+            TcpListener::bind(&settings.listen).await.map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
+        let addr = listener.local_addr().map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
+        let state = AppState {
+            db,
+            settings: Arc::new(settings),
+            clock,
+            wake: Arc::new(Wakeup::default()),
+            metrics: telemetry::metrics_handle(),
+        };
+        ensure_admin_user(&state).await?;
+        Ok(Application { state, listener, addr })
+    }
+
+    pub fn router(state: AppState) -> axum::Router {
+        let api = api::router().with_state(state.clone());
+        api.merge(ui::router(state.clone())).fallback(ui::not_found(state)).layer(TraceLayer::new_for_http())
+    }
+
+    /// Serves until `shutdown` turns true; the workers run unless `with_workers` is false.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_workers: bool) -> std::io::Result<()> {
+        let worker = with_workers.then(|| tokio::spawn(Worker::new(self.state.clone()).run(shutdown.clone())));
+        let app = Self::router(self.state.clone());
+        let mut stop = shutdown.clone();
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|stopped| *stopped).await;
+            })
+            .await?;
+        let _ = shutdown.wait_for(|stopped| *stopped).await;
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
+        Ok(())
+    }
+}

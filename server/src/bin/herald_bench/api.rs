@@ -1,0 +1,72 @@
+//! The few REST calls that set a run up: a customer, its key, subscriptions.
+
+use serde_json::{Value, json};
+
+use crate::Result;
+
+/// A customer's view of the herald under test.
+pub struct Api {
+    pub client: reqwest::Client,
+    pub base: String,
+    pub token: String,
+}
+
+async fn call(req: reqwest::RequestBuilder, what: &str) -> Result<Value> {
+    let resp = req.send().await?;
+    let status = resp.status();
+    let text = resp.text().await?;
+    if !status.is_success() {
+        return Err(format!("{what}: {status}: {text}").into());
+    }
+    Ok(serde_json::from_str(&text)?)
+}
+
+fn string(v: &Value, key: &str, what: &str) -> Result<String> {
+    v[key].as_str().map(str::to_owned).ok_or_else(|| format!("{what}: no `{key}` in {v}").into())
+}
+
+impl Api {
+    /// Creates a customer and an API key with the admin token.
+    pub async fn new_customer(client: reqwest::Client, base: &str, admin_token: &str) -> Result<Api> {
+        let customer = call(
+            client.post(format!("{base}/api/v1/customers")).bearer_auth(admin_token).json(&json!({"name": "bench"})),
+            "create customer",
+        )
+        .await?;
+        let id = string(&customer, "id", "create customer")?;
+        let key = call(
+            client
+                .post(format!("{base}/api/v1/customers/{id}/api-keys"))
+                .bearer_auth(admin_token)
+                .json(&json!({"name": "bench"})),
+            "create API key",
+        )
+        .await?;
+        Ok(Api { client, base: base.to_owned(), token: string(&key, "token", "create API key")? })
+    }
+
+    /// A subscription to one event type, retried 1 s, 2 s, 4 s… up to 60 s apart.
+    pub async fn subscribe(&self, url: &str, event_type: &str, timeout_ms: Option<u32>) -> Result<String> {
+        let mut body = json!({
+            "name": format!("bench {event_type}"),
+            "url": url,
+            "event_types": [event_type],
+            "retry_policy": {"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 60, "max_attempts": 20},
+        });
+        if let Some(ms) = timeout_ms {
+            body["timeout_ms"] = json!(ms);
+        }
+        let req = self.client.post(format!("{}/api/v1/subscriptions", self.base)).bearer_auth(&self.token).json(&body);
+        string(&call(req, "create subscription").await?, "id", "create subscription")
+    }
+
+    /// Points a subscription (and its waiting messages) at another URL.
+    pub async fn move_subscription(&self, id: &str, url: &str) -> Result<()> {
+        let req = self
+            .client
+            .patch(format!("{}/api/v1/subscriptions/{id}", self.base))
+            .bearer_auth(&self.token)
+            .json(&json!({"url": url}));
+        call(req, "update subscription").await.map(drop)
+    }
+}

@@ -1,0 +1,138 @@
+//! `herald-bench`: runs the real `herald` binary against a local receiver and
+//! measures publish rate, end-to-end deliveries/s and publish→receipt latency,
+//! beside the raw HTTP limit of the same receiver measured in the same run.
+
+mod api;
+mod db;
+mod measure;
+mod process;
+mod publisher;
+mod receiver;
+mod report;
+mod scenarios;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+
+/// One clock for the whole process, so publish and arrival times compare directly.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+/// Nanoseconds since the benchmark started.
+pub fn now_ns() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, BoxError>;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// Healthy subscriptions only, on an empty database.
+    Steady,
+    /// Half the subscriptions point at a blackhole, with a backlog of retries to it.
+    DeadEndpoint,
+    /// Messages scheduled for later already in the database.
+    Backlog,
+    /// steady, dead-endpoint and backlog.
+    All,
+}
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "herald-bench", about = "Benchmark the herald binary against the raw HTTP limit of the same receiver")]
+pub struct Opts {
+    /// The herald binary (default: `herald` next to this executable).
+    #[arg(long)]
+    pub herald: Option<PathBuf>,
+    /// Database for herald. Default: a temporary SQLite file per scenario. A postgres:// URL gets
+    /// a fresh database created (and dropped) per scenario on that server.
+    #[arg(long)]
+    pub database_url: Option<String>,
+    /// Events published in the measured phase.
+    #[arg(long, default_value_t = 20_000)]
+    pub events: usize,
+    /// Concurrent publishing clients (and raw-limit clients).
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Subscriptions matching every event (each is its own endpoint).
+    #[arg(long, default_value_t = 4)]
+    pub subscriptions: usize,
+    /// 0 publishes single events; B > 0 publishes application/cloudevents-batch+json arrays of B.
+    #[arg(long, default_value_t = 0)]
+    pub batch: usize,
+    #[arg(long, value_enum, default_value_t = Scenario::Steady)]
+    pub scenario: Scenario,
+    /// Where to write the results as JSON.
+    #[arg(long, default_value = "bench-results.json")]
+    pub json: PathBuf,
+    /// Messages scheduled for later before the `backlog` measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub backlog: usize,
+    /// Messages in retry to the blackhole before the `dead-endpoint` measurement.
+    #[arg(long, default_value_t = 10_000)]
+    pub retries: usize,
+}
+
+fn main() -> std::process::ExitCode {
+    let _ = now_ns();
+    let mut opts = Opts::parse();
+    if opts.herald.is_none() {
+        opts.herald = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("herald")));
+    }
+    if let Err(e) = validate(&opts) {
+        eprintln!("herald-bench: {e}");
+        return std::process::ExitCode::from(2);
+    }
+    // Two workers: the machine has two cores and herald needs its share.
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build();
+    match runtime.map_err(BoxError::from).and_then(|rt| rt.block_on(run(opts))) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("herald-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn validate(opts: &Opts) -> std::result::Result<(), String> {
+    let herald = opts.herald.as_ref().ok_or("cannot find the herald binary; pass --herald")?;
+    if !herald.is_file() {
+        return Err(format!(
+            "{} is not a file; build it (cargo build --release -p server) or pass --herald",
+            herald.display()
+        ));
+    }
+    if opts.events == 0 || opts.concurrency == 0 || opts.subscriptions == 0 {
+        return Err("--events, --concurrency and --subscriptions must be at least 1".into());
+    }
+    if opts.batch > 1000 {
+        return Err("--batch is at most 1000 (herald's batch limit)".into());
+    }
+    let needs_dead = matches!(opts.scenario, Scenario::DeadEndpoint | Scenario::All);
+    if needs_dead && opts.subscriptions < 2 {
+        return Err("dead-endpoint needs --subscriptions of at least 2 (half of them are dead)".into());
+    }
+    Ok(())
+}
+
+async fn run(opts: Opts) -> Result<()> {
+    let plan: &[Scenario] = match opts.scenario {
+        Scenario::Steady => &[Scenario::Steady],
+        // The comparison needs a steady baseline from the same invocation.
+        Scenario::DeadEndpoint => &[Scenario::Steady, Scenario::DeadEndpoint],
+        Scenario::Backlog => &[Scenario::Steady, Scenario::Backlog],
+        Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog],
+    };
+    let mut rows = Vec::new();
+    for &scenario in plan {
+        eprintln!("== {}", report::name(scenario));
+        rows.push(scenarios::run(scenario, &opts).await?);
+    }
+    let summary = report::Summary::new(&opts, rows);
+    summary.print();
+    summary.write_json(&opts.json)?;
+    eprintln!("results written to {}", opts.json.display());
+    Ok(())
+}

@@ -1,0 +1,218 @@
+//! One scenario from start to finish: raw limit, a fresh herald on a fresh
+//! database, subscriptions, the scenario's preparation, the measured run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+
+use crate::api::Api;
+use crate::db::Scratch;
+use crate::measure::{self, MAIN_TYPE};
+use crate::process::Herald;
+use crate::publisher::{self, BATCH, SINGLE, Target};
+use crate::receiver::{Blackhole, Receiver, Tally};
+use crate::report::{self, Row};
+use crate::{Opts, Result, Scenario};
+
+const PREP_TYPE: &str = "bench.prep";
+const LATER_TYPE: &str = "bench.later";
+/// Preparation fans each event out to this many endpoints: herald bounds the
+/// attempts in flight per endpoint, so one endpoint would make it slow.
+const PREP_FANOUT: usize = 16;
+/// Events per preparation batch: 1000 messages a request, as larger inserts
+/// exceed SQLite's limit on statement variables.
+const PREP_BATCH: usize = 1000 / PREP_FANOUT;
+
+/// The breaker would disable the blackhole (and the 503 endpoint of `backlog`) after about a
+/// hundred failures; these scenarios measure the lanes and the database instead, so its
+/// thresholds are set out of reach.
+fn breaker_off() -> Vec<(&'static str, String)> {
+    let never = "1000000000".to_string();
+    vec![
+        ("HERALD_BREAKER_FAILURE_RATE", "1.0".into()),
+        ("HERALD_BREAKER_MIN_ATTEMPTS", never.clone()),
+        ("HERALD_BREAKER_DISABLE_CONSECUTIVE", never.clone()),
+        ("HERALD_BREAKER_LOCK_CONSECUTIVE", never.clone()),
+        ("HERALD_BREAKER_LOCK_CONSECUTIVE_ANY", never),
+    ]
+}
+
+pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
+    let receiver = Receiver::start().await?;
+    let client = publisher::client(opts.concurrency);
+    let singles: Arc<Vec<Bytes>> =
+        Arc::new((0..opts.events).map(|i| Bytes::from(publisher::event("main", MAIN_TYPE, i))).collect());
+    let raw_per_s = raw_limit(&client, &receiver, &singles, opts).await?;
+    eprintln!("raw limit: {raw_per_s:.0} requests/s");
+
+    let scratch = Scratch::new(opts.database_url.as_deref()).await?;
+    let env = if scenario == Scenario::Steady { Vec::new() } else { breaker_off() };
+    let bin = opts.herald.as_deref().expect("validated in main");
+    let herald = match Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald.log")).await {
+        Ok(h) => h,
+        Err(e) => {
+            scratch.remove(true).await;
+            return Err(e);
+        }
+    };
+    let row = drive(scenario, opts, &client, &receiver, &herald, &singles, raw_per_s).await;
+    let row = row.map(|mut r| {
+        r.breaker = if env.is_empty() { "default" } else { "off" };
+        r.database = scratch.database_url.split(':').next().unwrap_or("").to_owned();
+        r
+    });
+    herald.stop().await;
+    scratch.remove(row.is_err()).await;
+    row
+}
+
+/// The same client and bodies, straight to the receiver: the ceiling for this machine.
+async fn raw_limit(
+    client: &reqwest::Client,
+    receiver: &Receiver,
+    singles: &Arc<Vec<Bytes>>,
+    opts: &Opts,
+) -> Result<f64> {
+    let target =
+        Target { url: receiver.url("/raw"), bearer: None, content_type: SINGLE, id_prefix: Some("raw-".into()) };
+    let bodies = singles.clone();
+    let sent = publisher::post_all(
+        client,
+        &target,
+        opts.events,
+        opts.concurrency,
+        Arc::new(move |i| bodies[i].clone()),
+        false,
+    )
+    .await;
+    receiver.tallies.ok.take();
+    match publisher::failures(&sent) {
+        (0, _) => Ok(publisher::rate(&sent, sent.len())),
+        (n, first) => Err(format!("raw limit: {n} requests failed, first: {}", first.unwrap_or_default()).into()),
+    }
+}
+
+async fn drive(
+    scenario: Scenario,
+    opts: &Opts,
+    client: &reqwest::Client,
+    receiver: &Receiver,
+    herald: &Herald,
+    singles: &Arc<Vec<Bytes>>,
+    raw_per_s: f64,
+) -> Result<Row> {
+    let api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
+    let dead = if scenario == Scenario::DeadEndpoint { opts.subscriptions / 2 } else { 0 };
+    let healthy = opts.subscriptions - dead;
+    // A path per subscription, so each is an endpoint of its own as with real customers.
+    for i in 0..healthy {
+        api.subscribe(&receiver.url(&format!("/hook/{i}")), MAIN_TYPE, None).await?;
+    }
+    let started = Instant::now();
+    let (preloaded, _blackhole) = match scenario {
+        Scenario::DeadEndpoint => {
+            let blackhole = Blackhole::start().await?;
+            for i in 0..dead {
+                // A short timeout makes the dead endpoint churn: a failure to record every second per slot.
+                api.subscribe(&blackhole.url(&format!("/dead/{i}")), MAIN_TYPE, Some(1000)).await?;
+            }
+            let retries = prepare_retries(&api, receiver, &blackhole, opts).await?;
+            (retries, Some(blackhole))
+        }
+        Scenario::Backlog => {
+            for k in 0..PREP_FANOUT {
+                api.subscribe(&receiver.url(&format!("/later/{k}")), LATER_TYPE, None).await?;
+            }
+            let events = opts.backlog.div_ceil(PREP_FANOUT);
+            publish_prep(&api, LATER_TYPE, events).await?;
+            wait_prep(&receiver.tallies.later, events * PREP_FANOUT, "scheduled a day later").await?;
+            (events * PREP_FANOUT, None)
+        }
+        _ => (0, None),
+    };
+    let prep_secs = (preloaded > 0).then(|| started.elapsed().as_secs_f64());
+    if let Some(secs) = prep_secs {
+        eprintln!("preparation: {preloaded} messages in {secs:.1} s");
+    }
+    let rss_prep_mb = (preloaded > 0).then(|| herald.peak_rss_mb());
+
+    let bodies: Arc<Vec<Bytes>> = if opts.batch == 0 {
+        singles.clone()
+    } else {
+        Arc::new(
+            (0..opts.events.div_ceil(opts.batch))
+                .map(|b| {
+                    let to = ((b + 1) * opts.batch).min(opts.events);
+                    Bytes::from(publisher::batch("main", MAIN_TYPE, b * opts.batch, to))
+                })
+                .collect(),
+        )
+    };
+    let target = Target {
+        url: format!("{}/api/v1/events", herald.base),
+        bearer: Some(api.token.clone()),
+        content_type: if opts.batch == 0 { SINGLE } else { BATCH },
+        id_prefix: None,
+    };
+    let m = measure::run(client, &target, bodies, opts.concurrency, receiver, herald, healthy).await?;
+    Ok(report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m))
+}
+
+/// `--retries` messages to the blackhole, all in retry: their first attempts fail fast
+/// against the receiver's 500 path, then the subscriptions move to the blackhole, taking
+/// their waiting messages with them (all to one URL: one dead endpoint).
+async fn prepare_retries(api: &Api, receiver: &Receiver, blackhole: &Blackhole, opts: &Opts) -> Result<usize> {
+    let mut subs = Vec::new();
+    for k in 0..PREP_FANOUT {
+        subs.push(api.subscribe(&receiver.url(&format!("/fail/{k}")), PREP_TYPE, Some(1000)).await?);
+    }
+    let events = opts.retries.div_ceil(PREP_FANOUT);
+    publish_prep(api, PREP_TYPE, events).await?;
+    wait_prep(&receiver.tallies.fail, events * PREP_FANOUT, "failed once").await?;
+    for sub in &subs {
+        api.move_subscription(sub, &blackhole.url("/retry")).await?;
+    }
+    receiver.tallies.fail.take();
+    Ok(events * PREP_FANOUT)
+}
+
+/// Publishes `count` events of one type in full batches, a few at a time.
+async fn publish_prep(api: &Api, event_type: &'static str, count: usize) -> Result<()> {
+    let target = Target {
+        url: format!("{}/api/v1/events", api.base),
+        bearer: Some(api.token.clone()),
+        content_type: BATCH,
+        id_prefix: None,
+    };
+    let body = Arc::new(move |b: usize| {
+        Bytes::from(publisher::batch(event_type, event_type, b * PREP_BATCH, ((b + 1) * PREP_BATCH).min(count)))
+    });
+    let sent = publisher::post_all(&api.client, &target, count.div_ceil(PREP_BATCH), 4, body, false).await;
+    match publisher::failures(&sent) {
+        (0, _) => Ok(()),
+        (n, first) => Err(format!("preparation: {n} publishes failed, first: {}", first.unwrap_or_default()).into()),
+    }
+}
+
+/// Waits until `target` distinct messages reached the tally, printing progress;
+/// gives up after a minute without progress.
+async fn wait_prep(tally: &Tally, target: usize, what: &str) -> Result<()> {
+    let (mut last, mut last_change, mut last_print) = (0, Instant::now(), Instant::now());
+    loop {
+        let seen = tally.distinct() as usize;
+        if seen >= target {
+            return Ok(());
+        }
+        if seen != last {
+            (last, last_change) = (seen, Instant::now());
+        } else if last_change.elapsed() > Duration::from_secs(60) {
+            return Err(format!("preparation stalled at {seen}/{target} messages {what}").into());
+        }
+        if last_print.elapsed() >= Duration::from_secs(5) {
+            eprintln!("  preparing: {seen}/{target} messages {what}");
+            last_print = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

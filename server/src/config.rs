@@ -1,0 +1,272 @@
+//! Settings: defaults, then an optional TOML file, then environment variables,
+//! layered once at start and validated before anything else runs.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use app::domain::breaker::BreakerConfig;
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub listen: String,
+    pub database_url: String,
+    pub admin_token: Option<String>,
+    pub admin_password: Option<String>,
+    pub allow_private_targets: bool,
+    /// Mark the dashboard's session cookie `Secure` (serve it over HTTPS, e.g. behind a TLS proxy).
+    pub secure_cookies: bool,
+    pub breaker: BreakerSettings,
+    pub delivery: DeliverySettings,
+}
+
+/// The circuit breaker's thresholds (SPEC §3).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSettings {
+    pub failure_rate: f64,
+    pub min_attempts: u64,
+    pub window_secs: u64,
+    pub disable_consecutive: u64,
+    pub lock_consecutive: u64,
+    pub lock_silence_secs: u64,
+    pub lock_consecutive_any: u64,
+    pub probe_secs: u64,
+}
+
+/// How much the workers do at once.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DeliverySettings {
+    /// Concurrent first attempts.
+    pub fresh_concurrency: usize,
+    /// Concurrent retries, a separate budget so a retry backlog never starves fresh messages.
+    pub retry_concurrency: usize,
+    /// Concurrent attempts to one endpoint, so one slow receiver cannot take every worker.
+    pub endpoint_concurrency: usize,
+    /// Seconds a claimed message stays leased beyond its timeout before another worker may reclaim it.
+    pub lease_grace_secs: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: "127.0.0.1:8080".into(),
+            database_url: "sqlite://herald.db?mode=rwc".into(),
+            admin_token: None,
+            admin_password: None,
+            allow_private_targets: false,
+            secure_cookies: false,
+            breaker: BreakerSettings::default(),
+            delivery: DeliverySettings::default(),
+        }
+    }
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        BreakerSettings {
+            failure_rate: 0.70,
+            min_attempts: 100,
+            window_secs: 86_400,
+            disable_consecutive: 2_000,
+            lock_consecutive: 2_000,
+            lock_silence_secs: 259_200,
+            lock_consecutive_any: 50_000,
+            probe_secs: 600,
+        }
+    }
+}
+
+impl Default for DeliverySettings {
+    fn default() -> Self {
+        DeliverySettings {
+            fresh_concurrency: 256,
+            retry_concurrency: 64,
+            endpoint_concurrency: 32,
+            lease_grace_secs: 30,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Load(#[from] Box<figment::Error>),
+    #[error("configuration: {field}: {message}")]
+    Invalid { field: &'static str, message: String },
+}
+
+impl BreakerSettings {
+    /// The breaker's rules in the domain's units.
+    pub fn config(&self) -> BreakerConfig {
+        BreakerConfig {
+            failure_rate: self.failure_rate,
+            min_attempts: self.min_attempts,
+            window_ms: self.window_secs as i64 * 1000,
+            disable_consecutive: self.disable_consecutive,
+            lock_consecutive: self.lock_consecutive,
+            lock_silence_ms: self.lock_silence_secs as i64 * 1000,
+            lock_consecutive_any: self.lock_consecutive_any,
+            probe_ms: self.probe_secs as i64 * 1000,
+        }
+    }
+}
+
+impl Settings {
+    /// Layers defaults, the TOML file (when given) and the environment.
+    pub fn load(config_file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Settings::default()));
+        if let Some(path) = config_file {
+            if !path.exists() {
+                return Err(ConfigError::Invalid {
+                    field: "--config",
+                    message: format!("file {} does not exist", path.display()),
+                });
+            }
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        Self::from_figment(figment.merge(environment())).and_then(Settings::validated)
+    }
+
+    fn from_figment(figment: Figment) -> Result<Settings, ConfigError> {
+        figment.extract().map_err(|e| ConfigError::Load(Box::new(e)))
+    }
+
+    /// Checks every value a user can get wrong, naming the key.
+    pub fn validated(self) -> Result<Settings, ConfigError> {
+        let invalid = |field, message: &str| Err(ConfigError::Invalid { field, message: message.into() });
+        if self.listen.parse::<SocketAddr>().is_err() {
+            return invalid("listen", "must be an address like 127.0.0.1:8080");
+        }
+        if !(self.database_url.starts_with("sqlite:")
+            || self.database_url.starts_with("postgres://")
+            || self.database_url.starts_with("postgresql://"))
+        {
+            return invalid("database_url", "must start with sqlite: or postgres://");
+        }
+        if self.admin_token.as_ref().is_some_and(|t| t.len() < 32) {
+            return invalid("admin_token", "must be at least 32 characters");
+        }
+        if self.admin_password.as_ref().is_some_and(|p| p.len() < 8) {
+            return invalid("admin_password", "must be at least 8 characters");
+        }
+        let b = &self.breaker;
+        if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
+            return invalid("breaker.failure_rate", "must be above 0 and at most 1");
+        }
+        for (field, value) in [
+            ("breaker.window_secs", b.window_secs),
+            ("breaker.disable_consecutive", b.disable_consecutive),
+            ("breaker.lock_consecutive", b.lock_consecutive),
+            ("breaker.lock_consecutive_any", b.lock_consecutive_any),
+            ("breaker.probe_secs", b.probe_secs),
+        ] {
+            if value == 0 {
+                return invalid(field, "must be at least 1");
+            }
+        }
+        let d = &self.delivery;
+        if d.fresh_concurrency == 0 || d.retry_concurrency == 0 || d.endpoint_concurrency == 0 {
+            return invalid("delivery", "concurrency must be at least 1");
+        }
+        Ok(self)
+    }
+}
+
+/// `HERALD_*` variables (with `HERALD_BREAKER_*` and `HERALD_DELIVERY_*` mapped
+/// into their sections) and the conventional `DATABASE_URL`. Other `HERALD_*`
+/// variables belong to other tools and are left alone.
+fn environment() -> Figment {
+    const TOP_LEVEL: &[&str] =
+        &["listen", "database_url", "admin_token", "admin_password", "allow_private_targets", "secure_cookies"];
+    let herald = Env::prefixed("HERALD_").filter_map(|key| {
+        let key = key.as_str().to_ascii_lowercase();
+        for section in ["breaker", "delivery"] {
+            if let Some(rest) = key.strip_prefix(&format!("{section}_")) {
+                return Some(format!("{section}.{rest}").into());
+            }
+        }
+        TOP_LEVEL.contains(&key.as_str()).then(|| key.into())
+    });
+    Figment::new().merge(Env::raw().only(&["DATABASE_URL"]).map(|_| "database_url".into())).merge(herald)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_overrides_toml_which_overrides_defaults() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file(
+                "herald.toml",
+                "listen = \"127.0.0.1:9000\"\nallow_private_targets = true\n[breaker]\nprobe_secs = 5\nfailure_rate = 0.5\n",
+            )?;
+            jail.set_env("HERALD_BREAKER_PROBE_SECS", "2");
+            jail.set_env("HERALD_ADMIN_TOKEN", "t".repeat(32));
+            jail.set_env("DATABASE_URL", "postgres://db/herald");
+            jail.set_env("HERALD_BIN", "/usr/bin/true");
+            let s = Settings::load(Some(Path::new("herald.toml"))).expect("valid settings");
+            assert_eq!(s.listen, "127.0.0.1:9000");
+            assert!(s.allow_private_targets);
+            assert_eq!(s.breaker.probe_secs, 2);
+            assert_eq!(s.breaker.failure_rate, 0.5);
+            assert_eq!(s.breaker.min_attempts, 100);
+            assert_eq!(s.database_url, "postgres://db/herald");
+            assert_eq!(s.admin_token.as_deref(), Some("t".repeat(32).as_str()));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn every_breaker_key_reads_from_its_environment_variable() {
+        figment::Jail::expect_with(|jail| {
+            for (var, value) in [
+                ("HERALD_BREAKER_FAILURE_RATE", "0.9"),
+                ("HERALD_BREAKER_MIN_ATTEMPTS", "7"),
+                ("HERALD_BREAKER_WINDOW_SECS", "60"),
+                ("HERALD_BREAKER_DISABLE_CONSECUTIVE", "5"),
+                ("HERALD_BREAKER_LOCK_CONSECUTIVE", "9"),
+                ("HERALD_BREAKER_LOCK_SILENCE_SECS", "0"),
+                ("HERALD_BREAKER_LOCK_CONSECUTIVE_ANY", "11"),
+                ("HERALD_BREAKER_PROBE_SECS", "2"),
+                ("HERALD_LISTEN", "127.0.0.1:0"),
+                ("HERALD_ADMIN_PASSWORD", "correct horse"),
+                ("HERALD_ALLOW_PRIVATE_TARGETS", "true"),
+            ] {
+                jail.set_env(var, value);
+            }
+            let s = Settings::load(None).expect("valid settings");
+            let b = &s.breaker;
+            assert_eq!((b.failure_rate, b.min_attempts, b.window_secs, b.disable_consecutive), (0.9, 7, 60, 5));
+            assert_eq!((b.lock_consecutive, b.lock_silence_secs, b.lock_consecutive_any, b.probe_secs), (9, 0, 11, 2));
+            assert_eq!(s.listen, "127.0.0.1:0");
+            assert_eq!(s.admin_password.as_deref(), Some("correct horse"));
+            assert!(s.allow_private_targets);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn bad_values_fail_naming_the_key() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("HERALD_ADMIN_TOKEN", "short");
+            let err = Settings::load(None).unwrap_err().to_string();
+            assert!(err.contains("admin_token"), "{err}");
+            jail.clear_env();
+            jail.set_env("HERALD_BREAKER_FAILURE_RATE", "1.5");
+            let err = Settings::load(None).unwrap_err().to_string();
+            assert!(err.contains("breaker.failure_rate"), "{err}");
+            jail.clear_env();
+            jail.set_env("HERALD_BREAKER_MIN_ATTEMPTS", "lots");
+            let err = Settings::load(None).unwrap_err().to_string();
+            assert!(err.to_lowercase().contains("breaker.min_attempts"), "{err}");
+            Ok(())
+        });
+        assert!(Settings::load(Some(Path::new("/nonexistent/herald.toml"))).is_err());
+    }
+}

@@ -1,0 +1,54 @@
+//! Opaque prefixed ids (`msg_01J…`), API tokens, and their hashes.
+
+use std::sync::Mutex;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+/// A new id: the prefix, then a ULID, so ids sort by creation time. Within
+/// this process ids are strictly increasing, even in the same millisecond,
+/// which keeps "newest first" lists in publish order.
+pub fn new_id(prefix: &str) -> String {
+    static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
+    let ulid = GENERATOR.lock().ok().and_then(|mut g| g.generate().ok()).unwrap_or_else(ulid::Ulid::new);
+    format!("{prefix}_{ulid}")
+}
+
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes
+}
+
+/// A new API key: `hk_` and 32 random bytes.
+pub fn new_api_token() -> String {
+    format!("hk_{}", URL_SAFE_NO_PAD.encode(random_bytes::<32>()))
+}
+
+/// Tokens carry 256 bits of randomness, so a plain SHA-256 is enough to store
+/// them safely and find them by hash in one indexed lookup.
+pub fn token_hash(token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(token.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_prefixed_and_unique() {
+        let a = new_id("msg");
+        assert!(a.starts_with("msg_") && a.len() == 30);
+        assert!(a < new_id("msg"), "later ids sort after earlier ones");
+    }
+
+    #[test]
+    fn tokens_hash_stably_and_differ() {
+        let t = new_api_token();
+        assert_eq!(token_hash(&t), token_hash(&t));
+        assert_ne!(t, new_api_token());
+        assert!(!token_hash(&t).contains(&t));
+    }
+}

@@ -1,0 +1,162 @@
+//! Customers, their API keys, dashboard users, and the audit log: the admin's side.
+
+use app::domain::dto;
+use app::domain::input::Fields;
+use app::domain::states::Role;
+use argon2::Argon2;
+use argon2::password_hash::{PasswordHasher, SaltString};
+use serde_json::Value;
+
+use super::{Principal, Result, ServiceError, views};
+use crate::ids::{new_api_token, new_id, token_hash};
+use crate::state::AppState;
+use crate::store::entities::{api_key, audit, customer, user};
+use crate::store::page::{self, PageRequest};
+use crate::store::{self, audit as audit_store, customers, is_unique_violation, users};
+
+pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<dto::Customer> {
+    who.require_admin()?;
+    let mut f = Fields::new(body, "")?;
+    let name = f.string("name", true, 200);
+    f.finish()?;
+    let row = customer::Model { id: new_id("cus"), name: name.unwrap_or_default(), created_at: state.now_ms() };
+    customers::insert(&state.db, row.clone()).await?;
+    Ok(views::customer(row))
+}
+
+pub async fn list(state: &AppState, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::Customer>> {
+    who.require_admin()?;
+    let rows = customers::list(&state.db, &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.into_iter().map(views::customer).collect(), next_cursor })
+}
+
+pub async fn create_api_key(
+    state: &AppState,
+    who: &Principal,
+    customer_id: &str,
+    body: &Value,
+) -> Result<dto::ApiKeyCreated> {
+    who.require_admin()?;
+    let mut f = Fields::new(body, "")?;
+    let name = f.string("name", true, 200);
+    f.finish()?;
+    customers::get(&state.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
+    let token = new_api_token();
+    let row = api_key::Model {
+        id: new_id("key"),
+        customer_id: customer_id.to_string(),
+        name: name.unwrap_or_default(),
+        token_hash: token_hash(&token),
+        created_at: state.now_ms(),
+        last_used_at: None,
+    };
+    store::api_keys::insert(&state.db, row.clone()).await?;
+    Ok(dto::ApiKeyCreated {
+        id: row.id,
+        customer_id: row.customer_id,
+        name: row.name,
+        token,
+        created_at: crate::clock::to_utc(row.created_at),
+    })
+}
+
+pub async fn create_user(state: &AppState, who: &Principal, body: &Value) -> Result<dto::User> {
+    who.require_admin()?;
+    let mut f = Fields::new(body, "")?;
+    let username = f.string("username", true, 100);
+    let password = f.string("password", true, 200);
+    let role = f.string("role", true, 20);
+    let customer_id = f.string("customer_id", false, 64);
+    let role = role.and_then(|r| {
+        Role::parse(&r).or_else(|| {
+            f.error("role", "must be admin or customer");
+            None
+        })
+    });
+    if password.as_ref().is_some_and(|p| p.len() < 8) {
+        f.error("password", "must be at least 8 characters");
+    }
+    match (role, &customer_id) {
+        (Some(Role::Customer), None) => f.error("customer_id", "is required for a customer user"),
+        (Some(Role::Admin), Some(_)) => f.error("customer_id", "must be empty for an admin"),
+        _ => {}
+    }
+    f.finish()?;
+    let (username, password, role) =
+        (username.unwrap_or_default(), password.unwrap_or_default(), role.unwrap_or(Role::Customer));
+    if let Some(id) = &customer_id {
+        customers::get(&state.db, id).await?.ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
+    }
+    let row = user::Model {
+        id: new_id("usr"),
+        username,
+        password_hash: hash_password(&password),
+        role: role.as_str().to_string(),
+        customer_id,
+        created_at: state.now_ms(),
+    };
+    match users::insert(&state.db, row.clone()).await {
+        Err(e) if is_unique_violation(&e) => return Err(ServiceError::field("username", "is taken")),
+        other => other?,
+    }
+    Ok(dto::User {
+        id: row.id,
+        username: row.username,
+        role,
+        customer_id: row.customer_id,
+        created_at: crate::clock::to_utc(row.created_at),
+    })
+}
+
+pub fn hash_password(password: &str) -> String {
+    let salt = SaltString::encode_b64(&crate::ids::random_bytes::<16>()).expect("16 bytes make a valid salt");
+    Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).unwrap_or_default()
+}
+
+/// On an empty database, creates `admin` with the configured password, or a
+/// random one printed once.
+pub async fn ensure_admin_user(state: &AppState) -> Result<()> {
+    if users::count(&state.db).await? > 0 {
+        return Ok(());
+    }
+    let password = match &state.settings.admin_password {
+        Some(p) => p.clone(),
+        None => {
+            let generated = crate::ids::new_api_token().trim_start_matches("hk_")[..20].to_string();
+            tracing::warn!("created the dashboard user `admin` with the password {generated} (shown once)");
+            generated
+        }
+    };
+    let row = user::Model {
+        id: new_id("usr"),
+        username: "admin".into(),
+        password_hash: hash_password(&password),
+        role: Role::Admin.as_str().into(),
+        customer_id: None,
+        created_at: state.now_ms(),
+    };
+    match users::insert(&state.db, row).await {
+        Err(e) if is_unique_violation(&e) => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+pub async fn audit_log(state: &AppState, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::AuditEntry>> {
+    who.require_admin()?;
+    let rows = audit_store::list(&state.db, &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.into_iter().map(views::audit).collect(), next_cursor })
+}
+
+/// One audit row for an admin action.
+pub fn audit_row(state: &AppState, who: &Principal, action: &str, target: &str, detail: Value) -> audit::Model {
+    audit::Model {
+        id: new_id("aud"),
+        at: state.now_ms(),
+        actor: who.actor().to_string(),
+        action: action.to_string(),
+        target: target.to_string(),
+        detail: detail.to_string(),
+    }
+}

@@ -1,0 +1,129 @@
+//! The delivery log: listing, one message with its attempts, and replay.
+
+use app::domain::dto;
+use app::domain::input::Fields;
+use app::domain::states::MessageState;
+use chrono::DateTime;
+use sea_orm::TransactionTrait;
+use serde_json::Value;
+
+use super::{Principal, Result, ServiceError, views};
+use crate::state::AppState;
+use crate::store::messages::MessageFilter;
+use crate::store::page::{self, PageRequest};
+use crate::store::{attempts, events, messages, notify};
+
+/// The list's query parameters, as received.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct ListQuery {
+    pub customer_id: Option<String>,
+    pub subscription_id: Option<String>,
+    pub state: Option<String>,
+    pub event_type: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+fn parse_time(field: &str, value: Option<&str>) -> Result<Option<i64>> {
+    match value.filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(text) => DateTime::parse_from_rfc3339(text)
+            .map(|t| Some(t.timestamp_millis()))
+            .map_err(|_| ServiceError::field(field, "must be an RFC 3339 time like 2026-01-31T12:00:00Z")),
+    }
+}
+
+fn filter(who: &Principal, q: &ListQuery) -> Result<MessageFilter> {
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(
+            MessageState::parse(s)
+                .ok_or_else(|| ServiceError::field("state", "must be pending, delivering, delivered, held or dead"))?,
+        ),
+    };
+    Ok(MessageFilter {
+        customer_id: who.customer_filter(q.customer_id.as_deref()),
+        subscription_id: q.subscription_id.clone().filter(|s| !s.is_empty()),
+        state,
+        event_type: q.event_type.clone().filter(|s| !s.is_empty()),
+        since_ms: parse_time("since", q.since.as_deref())?,
+        until_ms: parse_time("until", q.until.as_deref())?,
+    })
+}
+
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    q: &ListQuery,
+    page: PageRequest,
+) -> Result<dto::Page<dto::Message>> {
+    let rows = messages::list(&state.db, &filter(who, q)?, &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.into_iter().map(views::message).collect(), next_cursor })
+}
+
+pub async fn detail(state: &AppState, who: &Principal, id: &str) -> Result<dto::MessageDetail> {
+    let row = messages::get(&state.db, id)
+        .await?
+        .filter(|m| who.sees(&m.customer_id))
+        .ok_or(ServiceError::NotFound("message"))?;
+    let event = events::get(&state.db, &row.event_id).await?;
+    let tries = attempts::for_message(&state.db, &row.id).await?;
+    Ok(dto::MessageDetail {
+        message: views::message(row),
+        event: event.and_then(|e| serde_json::from_str(&e.payload).ok()).unwrap_or(Value::Null),
+        attempts: tries.into_iter().map(views::attempt).collect(),
+    })
+}
+
+/// Replays one dead or delivered message: due now, same id, attempts kept.
+pub async fn replay_one(state: &AppState, who: &Principal, id: &str) -> Result<dto::Message> {
+    let row = messages::get(&state.db, id)
+        .await?
+        .filter(|m| who.sees(&m.customer_id))
+        .ok_or(ServiceError::NotFound("message"))?;
+    let only_this = MessageFilter { customer_id: Some(row.customer_id.clone()), ..MessageFilter::default() };
+    if replay(state, &only_this, Some(vec![row.id.clone()])).await? == 0 {
+        return Err(ServiceError::Conflict(format!(
+            "a {} message cannot be replayed; only dead or delivered ones",
+            row.state
+        )));
+    }
+    state.wake.notify_one();
+    let row = messages::get(&state.db, id).await?.ok_or(ServiceError::NotFound("message"))?;
+    Ok(views::message(row))
+}
+
+/// Replays every dead message that matches the filter.
+pub async fn replay_bulk(state: &AppState, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
+    let mut f = Fields::new(body, "")?;
+    let q = ListQuery {
+        customer_id: f.string("customer_id", false, 64),
+        subscription_id: f.string("subscription_id", false, 64),
+        state: f.string("state", true, 20),
+        event_type: f.string("event_type", false, 200),
+        since: f.string("since", false, 64),
+        until: f.string("until", false, 64),
+    };
+    if q.state.as_deref().is_some_and(|s| s != "dead") {
+        f.error("state", "must be dead");
+    }
+    f.finish()?;
+    let filter = filter(who, &q)?;
+    let replayed = replay(state, &filter, None).await?;
+    if replayed > 0 {
+        state.wake.notify_one();
+    }
+    Ok(dto::ReplayResult { replayed })
+}
+
+/// Replays in one transaction that also wakes other instances at commit.
+async fn replay(state: &AppState, filter: &MessageFilter, ids: Option<Vec<String>>) -> Result<u64> {
+    let txn = state.db.begin().await?;
+    let replayed = messages::replay(&txn, filter, ids, state.now_ms()).await?;
+    if replayed > 0 {
+        notify::send(&txn).await?;
+    }
+    txn.commit().await?;
+    Ok(replayed)
+}

@@ -1,0 +1,109 @@
+//! Use cases: each function validates, checks who may do it, and composes store
+//! calls (in one transaction where it writes several rows). No HTTP here.
+
+pub mod customers;
+pub mod endpoints;
+pub mod events;
+pub mod messages;
+pub mod overview;
+pub mod policies;
+pub mod subscriptions;
+pub mod users;
+pub mod views;
+
+use app::domain::errors::FieldError;
+use sea_orm::DbErr;
+
+use crate::store::page::{self, PageRequest};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("invalid input")]
+    Invalid(Vec<FieldError>),
+    #[error("this action needs an admin")]
+    Forbidden,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database: {0}")]
+    Db(#[from] DbErr),
+}
+
+impl ServiceError {
+    pub fn field(field: &str, message: &str) -> ServiceError {
+        ServiceError::Invalid(vec![FieldError::new(field, message)])
+    }
+}
+
+impl From<Vec<FieldError>> for ServiceError {
+    fn from(errors: Vec<FieldError>) -> Self {
+        ServiceError::Invalid(errors)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ServiceError>;
+
+/// Who is calling: the admin (token or admin user), or one customer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Admin { actor: String },
+    Customer { customer_id: String, actor: String },
+}
+
+impl Principal {
+    pub fn actor(&self) -> &str {
+        match self {
+            Principal::Admin { actor } | Principal::Customer { actor, .. } => actor,
+        }
+    }
+
+    pub fn require_admin(&self) -> Result<()> {
+        match self {
+            Principal::Admin { .. } => Ok(()),
+            Principal::Customer { .. } => Err(ServiceError::Forbidden),
+        }
+    }
+
+    /// The customer a customer-scoped read is limited to; `None` lets the
+    /// admin read across customers.
+    pub fn customer_filter(&self, requested: Option<&str>) -> Option<String> {
+        match self {
+            Principal::Customer { customer_id, .. } => Some(customer_id.clone()),
+            Principal::Admin { .. } => requested.map(str::to_string),
+        }
+    }
+
+    /// The customer a new object belongs to: the admin must name one.
+    pub fn customer_for_write(&self, requested: Option<&str>) -> Result<String> {
+        match (self, requested) {
+            (Principal::Customer { customer_id, .. }, _) => Ok(customer_id.clone()),
+            (Principal::Admin { .. }, Some(id)) => Ok(id.to_string()),
+            (Principal::Admin { .. }, None) => {
+                Err(ServiceError::field("customer_id", "is required when the admin acts for a customer"))
+            }
+        }
+    }
+
+    /// Whether an object of this customer is visible; callers answer 404 when not.
+    pub fn sees(&self, customer_id: &str) -> bool {
+        match self {
+            Principal::Admin { .. } => true,
+            Principal::Customer { customer_id: own, .. } => own == customer_id,
+        }
+    }
+}
+
+/// Validates `limit` and `cursor` of a list request.
+pub fn page_request(limit: Option<i64>, cursor: Option<&str>) -> Result<PageRequest> {
+    let limit = match limit {
+        None => page::DEFAULT_LIMIT,
+        Some(n) if (1..=page::MAX_LIMIT as i64).contains(&n) => n as u64,
+        Some(_) => return Err(ServiceError::field("limit", "must be from 1 to 1000")),
+    };
+    let before = match cursor.filter(|c| !c.is_empty()) {
+        None => None,
+        Some(c) => Some(page::decode_cursor(c).ok_or_else(|| ServiceError::field("cursor", "is not a valid cursor"))?),
+    };
+    Ok(PageRequest { before, limit })
+}

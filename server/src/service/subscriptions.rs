@@ -1,0 +1,228 @@
+//! Subscriptions: a customer's target URL, the event types it wants, and how
+//! deliveries to it are retried and signed.
+
+use app::domain::dto;
+use app::domain::input::{Fields, check_text};
+use app::domain::policy::RetryPolicy;
+use app::domain::signing::secret_from_bytes;
+use app::domain::states::{ContentMode, EndpointState, SubscriptionStatus};
+use app::domain::target::{TargetUrl, is_forbidden_ip};
+use sea_orm::TransactionTrait;
+use serde_json::Value;
+
+use super::{Principal, Result, ServiceError, views};
+use crate::ids::{new_id, random_bytes};
+use crate::state::AppState;
+use crate::store::entities::{endpoint, subscription};
+use crate::store::page::{self, PageRequest};
+use crate::store::{customers, endpoints, messages, subscriptions};
+
+pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
+/// How long the previous secret keeps signing after a rotation.
+pub const ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
+const MAX_EVENT_TYPES: usize = 100;
+
+/// The fields a client may set; `None` leaves a field as it is (or its default on create).
+#[derive(Debug, Default)]
+struct Changes {
+    name: Option<String>,
+    url: Option<TargetUrl>,
+    event_types: Option<Vec<String>>,
+    retry_policy: Option<RetryPolicy>,
+    timeout_ms: Option<i64>,
+    content_mode: Option<ContentMode>,
+    status: Option<SubscriptionStatus>,
+    customer_id: Option<String>,
+}
+
+fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Changes> {
+    let mut f = Fields::new(body, "")?;
+    let mut c = Changes {
+        name: f.string("name", creating, 200),
+        customer_id: if creating { f.string("customer_id", false, 64) } else { None },
+        ..Changes::default()
+    };
+    if let Some(raw) = f.string("url", creating, 2048) {
+        match TargetUrl::parse(&raw, "url") {
+            Ok(url) if !allow_private && url.literal_ip().is_some_and(is_forbidden_ip) => {
+                f.error("url", "targets a private, loopback or link-local address")
+            }
+            Ok(url) => c.url = Some(url),
+            Err(e) => f.errors.push(e),
+        }
+    }
+    match f.value("event_types") {
+        None if creating => f.error("event_types", "is required"),
+        None => {}
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_EVENT_TYPES => {
+            let mut types = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().map(|s| (s, check_text(s, 200))) {
+                    Some((s, Ok(()))) => types.push(s.to_string()),
+                    Some((_, Err(message))) => f.error(&format!("event_types[{i}]"), message),
+                    None => f.error(&format!("event_types[{i}]"), "must be a string"),
+                }
+            }
+            types.dedup();
+            c.event_types = Some(types);
+        }
+        Some(_) => f.error("event_types", "must be a list of 1 to 100 event types (or [\"*\"])"),
+    }
+    if let Some(value) = f.value("retry_policy") {
+        match RetryPolicy::parse(value, "retry_policy") {
+            Ok(policy) => c.retry_policy = Some(policy),
+            Err(errors) => f.errors.extend(errors),
+        }
+    }
+    c.timeout_ms = f.integer("timeout_ms", 1000, 60_000);
+    if let Some(mode) = f.string("content_mode", false, 20) {
+        c.content_mode = ContentMode::parse(&mode).or_else(|| {
+            f.error("content_mode", "must be structured or binary");
+            None
+        });
+    }
+    if let Some(status) = f.string("status", false, 20) {
+        c.status = SubscriptionStatus::parse(&status).or_else(|| {
+            f.error("status", "must be active or paused");
+            None
+        });
+    }
+    f.finish()?;
+    Ok(c)
+}
+
+fn new_endpoint(state: &AppState, customer_id: &str, url: &TargetUrl) -> endpoint::Model {
+    let now = state.now_ms();
+    endpoint::Model {
+        id: new_id("ep"),
+        customer_id: customer_id.to_string(),
+        url: url.endpoint_key(),
+        state: EndpointState::Closed.as_str().into(),
+        consecutive_failures: 0,
+        window_buckets: "[]".into(),
+        last_success_at: None,
+        last_failure_at: None,
+        next_probe_at: None,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<dto::Subscription> {
+    let c = parse_changes(body, true, state.settings.allow_private_targets)?;
+    let customer_id = who.customer_for_write(c.customer_id.as_deref())?;
+    customers::get(&state.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
+    let url = c.url.expect("required on create");
+    let now = state.now_ms();
+    let policy = c.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
+    let txn = state.db.begin().await?;
+    let endpoint = endpoints::get_or_create(&txn, new_endpoint(state, &customer_id, &url)).await?;
+    let row = subscription::Model {
+        id: new_id("sub"),
+        customer_id,
+        name: c.name.unwrap_or_default(),
+        url: url.as_str().to_string(),
+        endpoint_id: endpoint.id,
+        event_types: serde_json::to_string(&c.event_types.unwrap_or_default()).unwrap_or_default(),
+        retry_policy: policy.to_json().to_string(),
+        timeout_ms: c.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS) as i32,
+        content_mode: c.content_mode.unwrap_or(ContentMode::Structured).as_str().into(),
+        status: c.status.unwrap_or(SubscriptionStatus::Active).as_str().into(),
+        secret: secret_from_bytes(random_bytes::<32>()),
+        previous_secret: None,
+        previous_secret_expires_at: None,
+        created_at: now,
+        updated_at: now,
+    };
+    subscriptions::insert(&txn, row.clone()).await?;
+    txn.commit().await?;
+    Ok(views::subscription(row, true))
+}
+
+/// A subscription the caller may see, or NotFound.
+async fn visible(state: &AppState, who: &Principal, id: &str) -> Result<subscription::Model> {
+    subscriptions::get(&state.db, id)
+        .await?
+        .filter(|row| who.sees(&row.customer_id))
+        .ok_or(ServiceError::NotFound("subscription"))
+}
+
+pub async fn get(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
+    Ok(views::subscription(visible(state, who, id).await?, true))
+}
+
+pub async fn list(
+    state: &AppState,
+    who: &Principal,
+    customer_id: Option<&str>,
+    page: PageRequest,
+) -> Result<dto::Page<dto::Subscription>> {
+    let rows = subscriptions::list(&state.db, who.customer_filter(customer_id).as_deref(), &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.into_iter().map(|r| views::subscription(r, false)).collect(), next_cursor })
+}
+
+pub async fn update(state: &AppState, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
+    let c = parse_changes(body, false, state.settings.allow_private_targets)?;
+    let mut row = visible(state, who, id).await?;
+    let txn = state.db.begin().await?;
+    if let Some(url) = c.url {
+        if url.as_str() != row.url {
+            let endpoint = endpoints::get_or_create(&txn, new_endpoint(state, &row.customer_id, &url)).await?;
+            messages::move_to_endpoint(&txn, &row.id, &endpoint.id).await?;
+            row.url = url.as_str().to_string();
+            row.endpoint_id = endpoint.id;
+        }
+    }
+    if let Some(name) = c.name {
+        row.name = name;
+    }
+    if let Some(types) = c.event_types {
+        row.event_types = serde_json::to_string(&types).unwrap_or_default();
+    }
+    if let Some(policy) = c.retry_policy {
+        row.retry_policy = policy.to_json().to_string();
+    }
+    if let Some(timeout) = c.timeout_ms {
+        row.timeout_ms = timeout as i32;
+    }
+    if let Some(mode) = c.content_mode {
+        row.content_mode = mode.as_str().into();
+    }
+    if let Some(status) = c.status {
+        row.status = status.as_str().into();
+    }
+    row.updated_at = state.now_ms();
+    subscriptions::update(&txn, row.clone()).await?;
+    txn.commit().await?;
+    Ok(views::subscription(row, true))
+}
+
+/// Deletes the subscription; its undelivered messages end `dead` with
+/// `subscription_deleted`, and their history stays readable.
+pub async fn delete(state: &AppState, who: &Principal, id: &str) -> Result<()> {
+    let row = visible(state, who, id).await?;
+    let txn = state.db.begin().await?;
+    messages::kill_for_subscription(&txn, &row.id, state.now_ms()).await?;
+    subscriptions::delete(&txn, &row.id).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// A new secret; the previous one keeps signing for 24 hours so receivers can switch.
+pub async fn rotate_secret(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
+    let mut row = visible(state, who, id).await?;
+    let now = state.now_ms();
+    row.previous_secret = Some(std::mem::replace(&mut row.secret, secret_from_bytes(random_bytes::<32>())));
+    row.previous_secret_expires_at = Some(now + ROTATION_OVERLAP_MS);
+    row.updated_at = now;
+    subscriptions::update(&state.db, row.clone()).await?;
+    Ok(views::subscription(row, true))
+}
+
+/// Whether a subscription wants this event type.
+pub fn matches(event_types_json: &str, event_type: &str) -> bool {
+    serde_json::from_str::<Vec<String>>(event_types_json)
+        .map(|types| types.iter().any(|t| t == "*" || t == event_type))
+        .unwrap_or(false)
+}

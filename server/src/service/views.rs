@@ -1,0 +1,95 @@
+//! Stored rows to the JSON shapes of `app::domain::dto`.
+
+use app::domain::breaker::Window;
+use app::domain::dto;
+use app::domain::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, SubscriptionStatus};
+use serde_json::Value;
+
+use crate::clock::to_utc;
+use crate::store::entities::{attempt, audit, customer, endpoint, message, subscription};
+
+fn json_text(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+pub fn customer(row: customer::Model) -> dto::Customer {
+    dto::Customer { id: row.id, name: row.name, created_at: to_utc(row.created_at) }
+}
+
+pub fn subscription(row: subscription::Model, with_secret: bool) -> dto::Subscription {
+    dto::Subscription {
+        id: row.id,
+        customer_id: row.customer_id,
+        name: row.name,
+        url: row.url,
+        event_types: serde_json::from_str(&row.event_types).unwrap_or_default(),
+        retry_policy: json_text(&row.retry_policy),
+        timeout_ms: row.timeout_ms as u32,
+        content_mode: ContentMode::parse(&row.content_mode).unwrap_or(ContentMode::Structured),
+        status: SubscriptionStatus::parse(&row.status).unwrap_or(SubscriptionStatus::Active),
+        endpoint_id: row.endpoint_id,
+        created_at: to_utc(row.created_at),
+        updated_at: to_utc(row.updated_at),
+        secret: with_secret.then_some(row.secret),
+    }
+}
+
+pub fn message(row: message::Model) -> dto::Message {
+    dto::Message {
+        id: row.id,
+        event_id: row.event_id,
+        subscription_id: row.subscription_id,
+        endpoint_id: row.endpoint_id,
+        event_type: row.event_type,
+        state: MessageState::parse(&row.state).unwrap_or(MessageState::Pending),
+        dead_reason: row.dead_reason,
+        attempt_count: row.attempt_count as u32,
+        next_attempt_at: row.next_attempt_at.map(to_utc),
+        created_at: to_utc(row.created_at),
+        delivered_at: row.delivered_at.map(to_utc),
+        last_status: row.last_status.map(|s| s as u16),
+    }
+}
+
+pub fn attempt(row: attempt::Model) -> dto::Attempt {
+    dto::Attempt {
+        number: row.number as u32,
+        started_at: to_utc(row.started_at),
+        duration_ms: row.duration_ms.max(0) as u64,
+        status_code: row.status_code.map(|s| s as u16),
+        error_kind: row.error_kind.as_deref().and_then(ErrorKind::parse),
+        outcome: Outcome::parse(&row.outcome).unwrap_or(Outcome::Permanent),
+        error_detail: row.error_detail,
+        request_headers: json_text(&row.request_headers),
+        response_headers: json_text(&row.response_headers),
+        response_body: row.response_body,
+    }
+}
+
+/// The window's counts are as of `now_ms`.
+pub fn endpoint(row: endpoint::Model, now_ms: i64, window_ms: i64) -> dto::Endpoint {
+    let (window_attempts, window_failures) = Window::from_json(&row.window_buckets).totals(now_ms, window_ms);
+    dto::Endpoint {
+        id: row.id,
+        customer_id: row.customer_id,
+        url: row.url,
+        state: EndpointState::parse(&row.state).unwrap_or(EndpointState::Closed),
+        consecutive_failures: row.consecutive_failures.max(0) as u64,
+        window_attempts,
+        window_failures,
+        last_success_at: row.last_success_at.map(to_utc),
+        last_failure_at: row.last_failure_at.map(to_utc),
+        next_probe_at: row.next_probe_at.map(to_utc),
+    }
+}
+
+pub fn audit(row: audit::Model) -> dto::AuditEntry {
+    dto::AuditEntry {
+        id: row.id,
+        at: to_utc(row.at),
+        actor: row.actor,
+        action: row.action,
+        target: row.target,
+        detail: json_text(&row.detail),
+    }
+}

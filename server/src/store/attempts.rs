@@ -1,0 +1,42 @@
+use sea_orm::sea_query::{Alias, Expr, ExprTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+use super::entities::attempt::{self, Column, Entity as Attempts};
+
+pub async fn for_message(db: &impl ConnectionTrait, message_id: &str) -> Result<Vec<attempt::Model>, DbErr> {
+    Attempts::find().filter(Column::MessageId.eq(message_id)).order_by_asc(Column::Number).all(db).await
+}
+
+/// Attempts since `since_ms` counted per minute and outcome: (minute, outcome, count),
+/// where minute is unix milliseconds / 60 000.
+pub async fn per_minute(
+    db: &impl ConnectionTrait,
+    customer_id: Option<&str>,
+    since_ms: i64,
+) -> Result<Vec<(i64, String, i64)>, DbErr> {
+    let minute = Expr::col(Column::StartedAt).div(60_000);
+    let mut query = Attempts::find()
+        .select_only()
+        .column_as(minute, "minute")
+        .column(Column::Outcome)
+        .column_as(Expr::col(Column::Id).count(), "n")
+        .filter(Column::StartedAt.gte(since_ms))
+        // By the alias: PostgreSQL would see two different expressions in two bound parameters.
+        .group_by(Expr::col(Alias::new("minute")))
+        .group_by(Column::Outcome);
+    if let Some(customer_id) = customer_id {
+        query = query.filter(Column::CustomerId.eq(customer_id));
+    }
+    query.into_tuple().all(db).await
+}
+
+pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -> Result<(), DbErr> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let rows = rows.into_iter().map(|row| row.into_active_model().reset_all());
+    Attempts::insert_many(rows).exec_without_returning(db).await.map(|_| ())
+}

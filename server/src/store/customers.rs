@@ -1,0 +1,23 @@
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+use super::entities::customer::{self, Entity as Customers};
+use super::page::PageRequest;
+
+pub async fn insert(db: &impl ConnectionTrait, row: customer::Model) -> Result<(), DbErr> {
+    Customers::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
+}
+
+pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<customer::Model>, DbErr> {
+    Customers::find_by_id(id.to_string()).one(db).await
+}
+
+pub async fn list(db: &impl ConnectionTrait, page: &PageRequest) -> Result<Vec<customer::Model>, DbErr> {
+    let mut query = Customers::find().order_by_desc(customer::Column::Id).limit(page.limit + 1);
+    if let Some(before) = &page.before {
+        query = query.filter(customer::Column::Id.lt(before.clone()));
+    }
+    query.all(db).await
+}

@@ -1,0 +1,25 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "attempts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub message_id: String,
+    pub customer_id: String,
+    pub number: i32,
+    pub started_at: i64,
+    pub duration_ms: i64,
+    pub status_code: Option<i32>,
+    pub error_kind: Option<String>,
+    pub error_detail: Option<String>,
+    pub outcome: String,
+    pub request_headers: String,
+    pub response_headers: String,
+    pub response_body: Option<String>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,12 @@
+//! SeaORM entities, one per table. Times are unix milliseconds.
+
+pub mod api_key;
+pub mod attempt;
+pub mod audit;
+pub mod customer;
+pub mod endpoint;
+pub mod event;
+pub mod message;
+pub mod session;
+pub mod subscription;
+pub mod user;

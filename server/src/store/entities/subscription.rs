@@ -1,0 +1,27 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "subscriptions")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub customer_id: String,
+    pub name: String,
+    pub url: String,
+    pub endpoint_id: String,
+    pub event_types: String,
+    pub retry_policy: String,
+    pub timeout_ms: i32,
+    pub content_mode: String,
+    pub status: String,
+    pub secret: String,
+    pub previous_secret: Option<String>,
+    pub previous_secret_expires_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

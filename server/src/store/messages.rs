@@ -1,0 +1,411 @@
+//! Messages: insertion, the delivery log's queries, and the worker's claim and
+//! finish, every state change guarded by the state (and lease) it expects.
+
+use sea_orm::DatabaseConnection;
+use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, QuerySelect, TransactionTrait,
+};
+
+use app::domain::states::{EndpointState, MessageState};
+
+use super::entities::endpoint;
+use super::entities::message::{self, Column, Entity as Messages};
+use super::page::PageRequest;
+
+pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    // In chunks: SQLite allows at most 32 766 bound values in one statement.
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        let chunk = chunk.iter().cloned().map(|row| row.into_active_model().reset_all());
+        Messages::insert_many(chunk).exec_without_returning(db).await?;
+    }
+    Ok(())
+}
+
+/// Rows per INSERT: 20 columns each stay well under SQLite's limit on bound values.
+const INSERT_CHUNK: usize = 500;
+
+pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<message::Model>, DbErr> {
+    Messages::find_by_id(id.to_string()).one(db).await
+}
+
+pub async fn ids_for_event(db: &impl ConnectionTrait, event_id: &str) -> Result<Vec<String>, DbErr> {
+    Messages::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(Column::EventId.eq(event_id))
+        .order_by_asc(Column::Id)
+        .into_tuple()
+        .all(db)
+        .await
+}
+
+/// The delivery log's filters; `None` means any.
+#[derive(Debug, Clone, Default)]
+pub struct MessageFilter {
+    pub customer_id: Option<String>,
+    pub subscription_id: Option<String>,
+    pub state: Option<MessageState>,
+    pub event_type: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+}
+
+impl MessageFilter {
+    fn condition(&self) -> Condition {
+        let mut cond = Condition::all();
+        if let Some(v) = &self.customer_id {
+            cond = cond.add(Column::CustomerId.eq(v.as_str()));
+        }
+        if let Some(v) = &self.subscription_id {
+            cond = cond.add(Column::SubscriptionId.eq(v.as_str()));
+        }
+        if let Some(v) = self.state {
+            cond = cond.add(Column::State.eq(v.as_str()));
+        }
+        if let Some(v) = &self.event_type {
+            cond = cond.add(Column::EventType.eq(v.as_str()));
+        }
+        if let Some(v) = self.since_ms {
+            cond = cond.add(Column::CreatedAt.gte(v));
+        }
+        if let Some(v) = self.until_ms {
+            cond = cond.add(Column::CreatedAt.lt(v));
+        }
+        cond
+    }
+}
+
+/// Newest first; fetches one row more than the page to know whether another follows.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    filter: &MessageFilter,
+    page: &PageRequest,
+) -> Result<Vec<message::Model>, DbErr> {
+    let mut query = Messages::find().filter(filter.condition()).order_by_desc(Column::Id).limit(page.limit + 1);
+    if let Some(before) = &page.before {
+        query = query.filter(Column::Id.lt(before.clone()));
+    }
+    query.all(db).await
+}
+
+/// The two queues of the worker: first attempts, and everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    Fresh,
+    Retry,
+}
+
+/// Leases up to `limit` due messages of one lane in a single statement,
+/// skipping `busy_endpoints`. While
+/// `delivering`, `next_attempt_at` holds the lease's end: a message whose worker
+/// died is due again then, in the retry lane, and its attempt count is untouched.
+pub async fn claim(
+    db: &DatabaseConnection,
+    lane: Lane,
+    now_ms: i64,
+    limit: u64,
+    lease_until_ms: i64,
+    lease_token: i64,
+    busy_endpoints: &[String],
+) -> Result<Vec<message::Model>, DbErr> {
+    let due = Column::NextAttemptAt.lte(now_ms);
+    let pending = Column::State.eq(MessageState::Pending.as_str());
+    let lane_condition = match lane {
+        Lane::Fresh => Condition::all().add(pending).add(Column::AttemptCount.eq(0)).add(due.clone()),
+        Lane::Retry => Condition::any()
+            .add(Condition::all().add(pending).add(Column::AttemptCount.gt(0)).add(due.clone()))
+            .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
+    };
+    // Endpoints at their concurrency limit wait; their messages stay for later claims.
+    let lane_condition = if busy_endpoints.is_empty() {
+        lane_condition
+    } else {
+        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+    };
+    // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
+    // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,
+    // slowly. The rows picked stay locked (SKIP LOCKED for other claimers) until
+    // the update commits.
+    let txn = db.begin().await?;
+    let picked: Vec<String> = Messages::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(lane_condition.clone())
+        .order_by_asc(Column::NextAttemptAt)
+        .limit(limit)
+        .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+        .into_tuple()
+        .all(&txn)
+        .await?;
+    if picked.is_empty() {
+        txn.commit().await?;
+        return Ok(Vec::new());
+    }
+    let claimed = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Delivering.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(lease_until_ms))
+        .col_expr(Column::LeaseToken, Expr::val(lease_token))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.is_in(picked))
+        .filter(lane_condition)
+        .exec_with_returning(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(claimed)
+}
+
+/// The end of one attempt, as the message should record it.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub state: MessageState,
+    pub dead_reason: Option<&'static str>,
+    pub next_attempt_at: Option<i64>,
+    pub delivered_at: Option<i64>,
+    pub last_status: Option<i32>,
+}
+
+/// Moves a leased message to its next state after an attempt; false when the
+/// lease was lost (another worker reclaimed it), in which case nothing changes.
+pub async fn finish(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    now_ms: i64,
+    finish: Finish,
+) -> Result<bool, DbErr> {
+    release(db, id, lease_token, now_ms, finish, true).await
+}
+
+/// Gives a leased message back without an attempt: deferred until a probe,
+/// held behind a locked endpoint, expired while waiting, or its subscription
+/// gone. The attempt count stays as it was.
+pub async fn release_unattempted(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    now_ms: i64,
+    finish: Finish,
+) -> Result<bool, DbErr> {
+    release(db, id, lease_token, now_ms, finish, false).await
+}
+
+/// Gives claimed messages back unattempted, due at `due_ms` (their endpoint
+/// was busy); one claim's messages share its lease token.
+pub async fn put_back(
+    db: &impl ConnectionTrait,
+    ids: Vec<String>,
+    lease_token: i64,
+    due_ms: i64,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(due_ms))
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.is_in(ids))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Puts a leased message back, unattempted, until `until_ms` (its endpoint's
+/// next probe) — or due now if the circuit has closed meanwhile, so that a
+/// deferral racing a successful probe never strands the message.
+pub async fn defer(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    until_ms: i64,
+    now_ms: i64,
+) -> Result<bool, DbErr> {
+    let closed = Query::select()
+        .expr(Expr::val(1))
+        .from(endpoint::Entity)
+        .and_where(Expr::col((endpoint::Entity, endpoint::Column::Id)).equals((Messages, Column::EndpointId)))
+        .and_where(Expr::col((endpoint::Entity, endpoint::Column::State)).eq(EndpointState::Closed.as_str()))
+        .to_owned();
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::case(Expr::exists(closed), now_ms).finally(until_ms).into())
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.eq(id))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+async fn release(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    now_ms: i64,
+    finish: Finish,
+    attempted: bool,
+) -> Result<bool, DbErr> {
+    let mut update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(finish.state.as_str()))
+        .col_expr(Column::DeadReason, Expr::val(finish.dead_reason))
+        .col_expr(Column::NextAttemptAt, Expr::val(finish.next_attempt_at))
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.eq(id))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token));
+    if attempted {
+        update = update
+            .col_expr(Column::DeliveredAt, Expr::val(finish.delivered_at))
+            .col_expr(Column::LastStatus, Expr::val(finish.last_status))
+            .col_expr(Column::AttemptCount, Expr::col(Column::AttemptCount).add(1));
+    }
+    Ok(update.exec(db).await?.rows_affected == 1)
+}
+
+/// Makes a dead or delivered message due now as a new series: same id, its
+/// attempts kept, a fresh attempt budget and TTL.
+pub async fn replay(
+    db: &impl ConnectionTrait,
+    filter: &MessageFilter,
+    ids: Option<Vec<String>>,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let replayable = [MessageState::Dead.as_str(), MessageState::Delivered.as_str()];
+    let mut update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::DeadReason, Expr::val(Option::<String>::None))
+        .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
+        .col_expr(Column::AttemptBase, Expr::col(Column::AttemptCount))
+        .col_expr(Column::TtlStartedAt, Expr::val(now_ms))
+        // The new series lives as long as the first one did.
+        .col_expr(
+            Column::ExpiresAt,
+            Expr::val(now_ms).add(Expr::col(Column::ExpiresAt).sub(Expr::col(Column::TtlStartedAt))),
+        )
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(filter.condition())
+        .filter(Column::State.is_in(replayable));
+    if let Some(ids) = ids {
+        update = update.filter(Column::Id.is_in(ids));
+    }
+    Ok(update.exec(db).await?.rows_affected)
+}
+
+/// Holds every waiting message of an endpoint that just locked; each is due
+/// to expire at the end of its TTL.
+pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &str, now_ms: i64) -> Result<u64, DbErr> {
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Held.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::col(Column::ExpiresAt))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::State.eq(MessageState::Pending.as_str()))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Makes an endpoint's waiting messages due now: held ones after an unlock,
+/// and pending ones due before `up_to_ms` (those deferred to a probe) when its
+/// circuit closes. Retries scheduled later keep their time.
+pub async fn release_endpoint(
+    db: &impl ConnectionTrait,
+    endpoint_id: &str,
+    up_to_ms: i64,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let waiting = Condition::any().add(Column::State.eq(MessageState::Held.as_str())).add(
+        Condition::all().add(Column::State.eq(MessageState::Pending.as_str())).add(Column::NextAttemptAt.lte(up_to_ms)),
+    );
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(waiting)
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Held messages whose TTL has ended become dead, `expired`.
+pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
+        .col_expr(Column::DeadReason, Expr::val("expired"))
+        .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::State.eq(MessageState::Held.as_str()))
+        .filter(Column::NextAttemptAt.lte(now_ms))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Ends the pending messages of a deleted subscription.
+pub async fn kill_for_subscription(
+    db: &impl ConnectionTrait,
+    subscription_id: &str,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let open = [MessageState::Pending.as_str(), MessageState::Held.as_str()];
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
+        .col_expr(Column::DeadReason, Expr::val("subscription_deleted"))
+        .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::State.is_in(open))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Points the open messages of a subscription at its new endpoint after a URL change.
+pub async fn move_to_endpoint(
+    db: &impl ConnectionTrait,
+    subscription_id: &str,
+    endpoint_id: &str,
+) -> Result<(), DbErr> {
+    Messages::update_many()
+        .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
+        .exec(db)
+        .await
+        .map(|_| ())
+}
+
+/// The earliest time a pending message is due, for the dispatcher's sleep.
+pub async fn next_due_at(db: &impl ConnectionTrait) -> Result<Option<i64>, DbErr> {
+    let row: Option<Option<i64>> = Messages::find()
+        .select_only()
+        .column_as(Expr::col(Column::NextAttemptAt).min(), "next")
+        .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Delivering.as_str()]))
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(row.flatten())
+}
+
+/// How many messages are in each state: (state, count).
+pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
+    let mut query = Messages::find()
+        .select_only()
+        .column(Column::State)
+        .column_as(Expr::col(Column::Id).count(), "n")
+        .group_by(Column::State);
+    if let Some(customer_id) = customer_id {
+        query = query.filter(Column::CustomerId.eq(customer_id));
+    }
+    query.into_tuple().all(db).await
+}

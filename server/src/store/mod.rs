@@ -1,0 +1,56 @@
+//! The only code that touches SeaORM. Functions take `&impl ConnectionTrait` so
+//! that a service can compose several of them in one transaction.
+
+pub mod api_keys;
+pub mod attempts;
+pub mod audit;
+pub mod customers;
+pub mod endpoints;
+pub mod entities;
+pub mod events;
+pub mod messages;
+pub mod notify;
+pub mod page;
+pub mod sessions;
+pub mod subscriptions;
+pub mod users;
+
+use std::time::Duration;
+
+use migrations::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
+
+/// Opens the database named by `url`. SQLite runs in WAL mode with one writer
+/// connection; PostgreSQL gets a small pool.
+pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
+    let mut options = ConnectOptions::new(url.to_string());
+    options.sqlx_logging(false).acquire_timeout(Duration::from_secs(30));
+    if url.starts_with("sqlite:") {
+        options.max_connections(1).map_sqlx_sqlite_opts(|opts| {
+            opts.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+                // Pages in memory rather than read from the OS on every statement (the profile's pread).
+                .pragma("cache_size", "-65536")
+                .pragma("mmap_size", "268435456")
+                .pragma("temp_store", "memory")
+        });
+    } else {
+        options.max_connections(16).min_connections(1);
+    }
+    Database::connect(options).await
+}
+
+pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
+    Migrator::up(db, None).await
+}
+
+pub fn is_unique_violation(err: &DbErr) -> bool {
+    matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}
+
+pub fn is_postgres(db: &DatabaseConnection) -> bool {
+    db.get_database_backend() == DbBackend::Postgres
+}

@@ -1,0 +1,53 @@
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect,
+};
+
+use super::entities::subscription::{self, Column, Entity as Subscriptions};
+use super::page::PageRequest;
+
+pub async fn insert(db: &impl ConnectionTrait, row: subscription::Model) -> Result<(), DbErr> {
+    Subscriptions::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
+}
+
+pub async fn update(db: &impl ConnectionTrait, row: subscription::Model) -> Result<(), DbErr> {
+    Subscriptions::update(row.into_active_model().reset_all()).exec(db).await.map(|_| ())
+}
+
+pub async fn delete(db: &impl ConnectionTrait, id: &str) -> Result<u64, DbErr> {
+    Ok(Subscriptions::delete_by_id(id.to_string()).exec(db).await?.rows_affected)
+}
+
+pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<subscription::Model>, DbErr> {
+    Subscriptions::find_by_id(id.to_string()).one(db).await
+}
+
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<subscription::Model>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Subscriptions::find().filter(Column::Id.is_in(ids)).all(db).await
+}
+
+pub async fn list(
+    db: &impl ConnectionTrait,
+    customer_id: Option<&str>,
+    page: &PageRequest,
+) -> Result<Vec<subscription::Model>, DbErr> {
+    let mut query = Subscriptions::find().order_by_desc(Column::Id).limit(page.limit + 1);
+    if let Some(customer_id) = customer_id {
+        query = query.filter(Column::CustomerId.eq(customer_id));
+    }
+    if let Some(before) = &page.before {
+        query = query.filter(Column::Id.lt(before.clone()));
+    }
+    query.all(db).await
+}
+
+/// The customer's active subscriptions, which an event is matched against.
+pub async fn active_for_customer(
+    db: &impl ConnectionTrait,
+    customer_id: &str,
+) -> Result<Vec<subscription::Model>, DbErr> {
+    Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
+}

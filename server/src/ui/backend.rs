@@ -1,0 +1,193 @@
+//! The dashboard's `Backend`: the logged-in user from the session, and every
+//! page's reads and writes through the same services as the REST API.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use app::domain::dto::*;
+use app::ui::UiError;
+use app::ui::backend::{Backend, LogFilter};
+use async_trait::async_trait;
+use axum::http::request::Parts;
+use serde_json::{Value, json};
+use tower_sessions::Session;
+
+use crate::service::messages::ListQuery;
+use crate::service::{self, Principal, ServiceError, customers, endpoints, events, messages, subscriptions, users};
+use crate::state::AppState;
+
+const USER_KEY: &str = "user_id";
+/// How long a new API key's token waits to be shown.
+const TOKEN_SHOWN_FOR: Duration = Duration::from_secs(300);
+
+pub struct DashboardBackend {
+    state: AppState,
+    /// New API keys' tokens, by (user id, key id), kept only in memory until shown once.
+    new_tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
+}
+
+impl DashboardBackend {
+    pub fn new(state: AppState) -> Self {
+        DashboardBackend { state, new_tokens: Mutex::default() }
+    }
+}
+
+fn ui_error(e: ServiceError) -> UiError {
+    match e {
+        ServiceError::NotFound(_) | ServiceError::Forbidden => UiError::NotFound,
+        ServiceError::Invalid(errors) => {
+            UiError::Invalid(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        }
+        ServiceError::Conflict(text) => UiError::Invalid(text),
+        ServiceError::Db(e) => {
+            tracing::error!(error = %e, "database error in the dashboard");
+            UiError::Internal
+        }
+    }
+}
+
+fn principal(v: &Viewer) -> Principal {
+    let actor = format!("user:{}", v.username);
+    match &v.customer_id {
+        Some(customer_id) if !v.is_admin() => Principal::Customer { customer_id: customer_id.clone(), actor },
+        _ => Principal::Admin { actor },
+    }
+}
+
+fn page(cursor: Option<String>) -> Result<crate::store::page::PageRequest, UiError> {
+    service::page_request(None, cursor.as_deref()).map_err(ui_error)
+}
+
+fn session(request: &Parts) -> Option<Session> {
+    request.extensions.get::<Session>().cloned()
+}
+
+#[async_trait]
+impl Backend for DashboardBackend {
+    async fn viewer(&self, request: &Parts) -> Option<Viewer> {
+        let user_id: String = session(request)?.get(USER_KEY).await.ok()??;
+        let row = users::get(&self.state, &user_id).await.ok()??;
+        let user = users::view(row);
+        Some(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
+    }
+
+    async fn login(&self, request: &Parts, username: &str, password: &str) -> Result<Viewer, UiError> {
+        let session = session(request).ok_or(UiError::Internal)?;
+        let user = users::verify_login(&self.state, username, password)
+            .await
+            .map_err(ui_error)?
+            .ok_or_else(|| UiError::Invalid("Wrong username or password.".into()))?;
+        // A new id at login: a session id known before login is worth nothing after it.
+        session.cycle_id().await.map_err(|_| UiError::Internal)?;
+        session.insert(USER_KEY, &user.id).await.map_err(|_| UiError::Internal)?;
+        let user = users::view(user);
+        Ok(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
+    }
+
+    async fn logout(&self, request: &Parts) {
+        if let Some(session) = session(request) {
+            let _ = session.flush().await;
+        }
+    }
+
+    async fn overview(&self, v: &Viewer) -> Result<Overview, UiError> {
+        service::overview::overview(&self.state, &principal(v)).await.map_err(ui_error)
+    }
+
+    async fn subscriptions(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Subscription>, UiError> {
+        subscriptions::list(&self.state, &principal(v), None, page(cursor)?).await.map_err(ui_error)
+    }
+
+    async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
+        subscriptions::get(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError> {
+        subscriptions::create(&self.state, &principal(v), &body).await.map_err(ui_error)
+    }
+
+    async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError> {
+        subscriptions::update(&self.state, &principal(v), id, &body).await.map_err(ui_error)
+    }
+
+    async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
+        subscriptions::rotate_secret(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError> {
+        events::send_test(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError> {
+        let query = ListQuery {
+            customer_id: filter.customer_id,
+            subscription_id: filter.subscription_id,
+            state: filter.state,
+            event_type: filter.event_type,
+            since: filter.since,
+            until: filter.until,
+        };
+        messages::list(&self.state, &principal(v), &query, page(cursor)?).await.map_err(ui_error)
+    }
+
+    async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError> {
+        messages::detail(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError> {
+        messages::replay_one(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError> {
+        let body = json!({
+            "state": "dead", "subscription_id": filter.subscription_id, "event_type": filter.event_type,
+            "since": filter.since, "until": filter.until,
+        });
+        Ok(messages::replay_bulk(&self.state, &principal(v), &body).await.map_err(ui_error)?.replayed)
+    }
+
+    async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError> {
+        endpoints::list(&self.state, &principal(v), None, page(cursor)?).await.map_err(ui_error)
+    }
+
+    async fn unlock(&self, v: &Viewer, id: &str) -> Result<Endpoint, UiError> {
+        endpoints::unlock(&self.state, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError> {
+        customers::list(&self.state, &principal(v), page(cursor)?).await.map_err(ui_error)
+    }
+
+    async fn create_customer(&self, v: &Viewer, name: &str) -> Result<Customer, UiError> {
+        customers::create(&self.state, &principal(v), &json!({"name": name})).await.map_err(ui_error)
+    }
+
+    async fn create_api_key(&self, v: &Viewer, customer_id: &str, name: &str) -> Result<ApiKeyCreated, UiError> {
+        let key = customers::create_api_key(&self.state, &principal(v), customer_id.trim(), &json!({"name": name}))
+            .await
+            .map_err(ui_error)?;
+        let mut tokens = self.new_tokens.lock().expect("tokens lock");
+        tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_SHOWN_FOR);
+        tokens.insert((v.user_id.clone(), key.id.clone()), (key.token.clone(), Instant::now()));
+        Ok(key)
+    }
+
+    async fn take_api_key_token(&self, v: &Viewer, key_id: &str) -> Option<String> {
+        let mut tokens = self.new_tokens.lock().expect("tokens lock");
+        let (token, at) = tokens.remove(&(v.user_id.clone(), key_id.to_string()))?;
+        (at.elapsed() < TOKEN_SHOWN_FOR).then_some(token)
+    }
+
+    async fn users(&self, v: &Viewer) -> Result<Vec<User>, UiError> {
+        users::list(&self.state, &principal(v)).await.map_err(ui_error)
+    }
+
+    async fn create_user(&self, v: &Viewer, body: Value) -> Result<User, UiError> {
+        customers::create_user(&self.state, &principal(v), &body).await.map_err(ui_error)
+    }
+
+    async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError> {
+        customers::audit_log(&self.state, &principal(v), page(cursor)?).await.map_err(ui_error)
+    }
+}

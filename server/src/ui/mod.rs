@@ -1,0 +1,63 @@
+//! The dashboard's wiring: Leptos pages and server functions under a session
+//! (stored in Herald's database) and the cross-site guard, plus the stylesheet.
+
+mod backend;
+mod csrf;
+
+use std::sync::Arc;
+
+use app::ui::backend::SharedBackend;
+use app::ui::{App, shell};
+use axum::Router;
+use axum::extract::Request;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::future::BoxFuture;
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tower_sessions::cookie::SameSite;
+use tower_sessions::cookie::time::Duration as CookieDuration;
+use tower_sessions::{Expiry, SessionManagerLayer};
+
+use crate::state::AppState;
+use crate::store::sessions::DbSessionStore;
+use backend::DashboardBackend;
+
+pub const SESSION_COOKIE: &str = "herald_session";
+const STYLESHEET: &str = include_str!("../../../style/main.css");
+
+pub fn router(state: AppState) -> Router {
+    let options = LeptosOptions::builder().output_name("herald").build();
+    let backend: SharedBackend = Arc::new(DashboardBackend::new(state.clone()));
+    let routes = generate_route_list(App);
+    let sessions = SessionManagerLayer::new(DbSessionStore::new(state.db.clone()))
+        .with_name(SESSION_COOKIE)
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(state.settings.secure_cookies)
+        .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
+    Router::new()
+        .leptos_routes_with_context(&options, routes, move || provide_context(backend.clone()), shell)
+        .with_state(options)
+        .layer(axum::middleware::from_fn(csrf::same_origin_only))
+        .layer(sessions)
+        .route("/style/main.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLESHEET) }))
+}
+
+/// Unknown paths: a problem+json 404 under `/api/`, the dashboard's "not found" page elsewhere.
+pub fn not_found(state: AppState) -> impl Fn(Request) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
+    let backend: SharedBackend = Arc::new(DashboardBackend::new(state));
+    let render = leptos_axum::render_app_async_with_context(move || provide_context(backend.clone()), shell);
+    move |request: Request| {
+        let render = render.clone();
+        Box::pin(async move {
+            if request.uri().path().starts_with("/api/") {
+                crate::api::problem::ApiError::NotFound.into_response()
+            } else {
+                render(request).await.into_response()
+            }
+        })
+    }
+}

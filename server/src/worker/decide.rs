@@ -1,0 +1,181 @@
+//! From what the receiver answered to the attempt's outcome and the message's
+//! next state, by the subscription's retry policy. No I/O.
+
+use app::domain::policy::{Failure, Next, RetryPolicy};
+use app::domain::states::{ErrorKind, MessageState, Outcome};
+
+use super::http::Received;
+use crate::store::entities::message;
+use crate::store::messages::Finish;
+
+pub struct Decision {
+    pub outcome: Outcome,
+    pub finish: Finish,
+}
+
+fn failure_of(received: &Received) -> Option<Failure> {
+    match (received.status, &received.error) {
+        (_, Some((ErrorKind::BlockedTarget, _))) => Some(Failure::BlockedTarget),
+        (Some(status), _) if (200..300).contains(&status) => None,
+        (Some(status), _) => Some(Failure::Status(status)),
+        (None, Some((kind, _))) => Some(match kind {
+            ErrorKind::Timeout => Failure::Timeout,
+            ErrorKind::Connect => Failure::Connect,
+            ErrorKind::Dns => Failure::Dns,
+            ErrorKind::Tls => Failure::Tls,
+            ErrorKind::BodyTooLarge => Failure::BodyTooLarge,
+            ErrorKind::BlockedTarget => Failure::BlockedTarget,
+            ErrorKind::Other => Failure::Other,
+        }),
+        (None, None) => Some(Failure::Other),
+    }
+}
+
+/// `Retry-After` as delta seconds or an HTTP date, in milliseconds from now.
+pub fn retry_after_ms(value: Option<&str>, now_ms: i64) -> Option<u64> {
+    let value = value?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs.saturating_mul(1000));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(value).ok()?.timestamp_millis();
+    Some((at - now_ms).max(0) as u64)
+}
+
+pub fn decide(
+    policy: &RetryPolicy,
+    msg: &message::Model,
+    received: &Received,
+    now_ms: i64,
+    jitter_unit: f64,
+) -> Decision {
+    let status = received.status.map(i32::from);
+    let Some(failure) = failure_of(received) else {
+        return Decision {
+            outcome: Outcome::Success,
+            finish: Finish {
+                state: MessageState::Delivered,
+                dead_reason: None,
+                next_attempt_at: None,
+                delivered_at: Some(now_ms),
+                last_status: status,
+            },
+        };
+    };
+    let outcome = if policy.is_retryable(failure) { Outcome::Retryable } else { Outcome::Permanent };
+    let attempts_in_series = (msg.attempt_count - msg.attempt_base + 1).max(1) as u32;
+    let age_ms = (now_ms - msg.ttl_started_at).max(0) as u64;
+    let retry_after = retry_after_ms(received.header("retry-after"), now_ms);
+    let finish = match policy.after_failure(failure, attempts_in_series, age_ms, retry_after, jitter_unit) {
+        Next::RetryInMs(delay) => Finish {
+            state: MessageState::Pending,
+            dead_reason: None,
+            next_attempt_at: Some(now_ms + delay as i64),
+            delivered_at: None,
+            last_status: status,
+        },
+        Next::Dead(reason) => Finish {
+            state: MessageState::Dead,
+            dead_reason: Some(reason.as_str()),
+            next_attempt_at: None,
+            delivered_at: None,
+            last_status: status,
+        },
+    };
+    Decision { outcome, finish }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use app::domain::policy::Preset;
+
+    fn message() -> message::Model {
+        message::Model {
+            id: "msg_1".into(),
+            customer_id: "cus_1".into(),
+            event_id: "evt_1".into(),
+            subscription_id: "sub_1".into(),
+            endpoint_id: "ep_1".into(),
+            event_type: "t".into(),
+            state: "delivering".into(),
+            dead_reason: None,
+            attempt_count: 0,
+            attempt_base: 0,
+            ttl_started_at: 0,
+            expires_at: 86_400_000,
+            next_attempt_at: None,
+            lease_token: Some(1),
+            created_at: 0,
+            updated_at: 0,
+            delivered_at: None,
+            last_status: None,
+        }
+    }
+
+    fn status(code: u16, headers: &[(&str, &str)]) -> Received {
+        Received {
+            status: Some(code),
+            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..Received::default()
+        }
+    }
+
+    #[test]
+    fn a_2xx_is_delivered() {
+        let d = decide(&RetryPolicy::default_policy(), &message(), &status(204, &[]), 5, 0.0);
+        assert_eq!(
+            (d.outcome, d.finish.state, d.finish.delivered_at),
+            (Outcome::Success, MessageState::Delivered, Some(5))
+        );
+    }
+
+    #[test]
+    fn a_failure_is_retried_by_the_schedule_and_a_redirect_is_a_failure() {
+        let policy = RetryPolicy::preset(Preset::Eventarc);
+        let d = decide(&policy, &message(), &status(503, &[]), 1_000, 0.0);
+        assert_eq!(
+            (d.outcome, d.finish.state, d.finish.next_attempt_at),
+            (Outcome::Retryable, MessageState::Pending, Some(2_000))
+        );
+        let d = decide(&RetryPolicy::default_policy(), &message(), &status(308, &[("location", "http://x/")]), 0, 0.0);
+        assert_eq!(d.finish.state, MessageState::Pending);
+    }
+
+    #[test]
+    fn a_permanent_failure_is_dead_at_once() {
+        let d = decide(&RetryPolicy::preset(Preset::Eventarc), &message(), &status(400, &[]), 0, 0.0);
+        assert_eq!(
+            (d.outcome, d.finish.state, d.finish.dead_reason),
+            (Outcome::Permanent, MessageState::Dead, Some("non_retryable"))
+        );
+        let blocked = Received { error: Some((ErrorKind::BlockedTarget, "x".into())), ..Received::default() };
+        let d = decide(&RetryPolicy::default_policy(), &message(), &blocked, 0, 0.0);
+        assert_eq!((d.outcome, d.finish.dead_reason), (Outcome::Permanent, Some("non_retryable")));
+    }
+
+    #[test]
+    fn retry_after_is_honoured_for_429() {
+        let d = decide(
+            &RetryPolicy::preset(Preset::Eventarc),
+            &message(),
+            &status(429, &[("Retry-After", "3")]),
+            10_000,
+            0.0,
+        );
+        assert_eq!(d.finish.next_attempt_at, Some(13_000));
+        assert_eq!(retry_after_ms(Some("Thu, 01 Jan 1970 00:00:20 GMT"), 5_000), Some(15_000));
+        assert_eq!(retry_after_ms(Some("soon"), 0), None);
+    }
+
+    #[test]
+    fn a_replayed_message_counts_attempts_from_its_replay() {
+        let policy = RetryPolicy::preset(Preset::Eventarc);
+        let mut msg = message();
+        msg.attempt_count = 5;
+        let d = decide(&policy, &msg, &status(503, &[]), 0, 0.0);
+        assert_eq!(d.finish.dead_reason, Some("attempts_exhausted"));
+        msg.attempt_base = 5;
+        let d = decide(&policy, &msg, &status(503, &[]), 0, 0.0);
+        assert_eq!(d.finish.state, MessageState::Pending);
+    }
+}

@@ -1,0 +1,133 @@
+//! One claimed message, from its circuit's gate to its recorded outcome.
+
+use app::domain::breaker::Gate;
+use app::domain::event::CloudEvent;
+use app::domain::policy::DeadReason;
+use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
+use app::domain::target::{TargetUrl, is_forbidden_ip};
+
+use super::Worker;
+use super::decide::decide;
+use super::http::{Received, send};
+use super::record::AttemptRecord;
+use super::request;
+use crate::service::events::policy_of;
+use crate::store::endpoints::{circuit_of, take_probe};
+use crate::store::entities::{endpoint, event, message, subscription};
+use crate::store::messages::{self, Finish, Lane};
+
+/// A claimed message with what is needed to send it.
+pub struct Job {
+    pub message: message::Model,
+    pub subscription: Option<subscription::Model>,
+    pub event: Option<event::Model>,
+    pub endpoint: Option<endpoint::Model>,
+}
+
+/// Why a message goes back without an attempt.
+enum Release {
+    Dead(DeadReason),
+    DeferUntil(i64),
+    Hold,
+}
+
+impl Worker {
+    pub(super) async fn deliver(&self, job: Job) {
+        let msg = &job.message;
+        let (Some(sub), Some(event)) = (&job.subscription, &job.event) else {
+            return self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
+        };
+        let policy = policy_of(sub);
+        let now = self.state.now_ms();
+        if policy.is_expired((now - msg.ttl_started_at).max(0) as u64) {
+            return self.release(msg, Release::Dead(DeadReason::Expired)).await;
+        }
+        if let Some(endpoint) = &job.endpoint {
+            match self.pass_gate(endpoint, now).await {
+                Ok(None) => {}
+                Ok(Some(release)) => return self.release(msg, release).await,
+                Err(e) => {
+                    tracing::error!(message_id = %msg.id, error = %e, "reading the circuit failed; retried after the lease");
+                    return;
+                }
+            }
+        }
+        let Some(ce) = serde_json::from_str(&event.payload).ok().and_then(CloudEvent::from_stored) else {
+            tracing::error!(message_id = %msg.id, "the stored event is unreadable");
+            return;
+        };
+        let started_at = now;
+        let outgoing = request::build(sub, &ce, &msg.id, started_at);
+        let request_headers = outgoing.headers.clone();
+        let received = if self.literal_target_blocked(&sub.url) {
+            Received {
+                error: Some((ErrorKind::BlockedTarget, "the URL is a private or reserved address".into())),
+                ..Received::default()
+            }
+        } else {
+            send(&self.client, outgoing).await
+        };
+        let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
+        metrics::counter!("herald_attempts_total", "outcome" => decision.outcome.as_str()).increment(1);
+        if decision.outcome == Outcome::Success {
+            let latency = (self.state.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
+            metrics::histogram!("herald_delivery_latency_seconds").record(latency);
+        }
+        let retry_scheduled = decision.finish.state == MessageState::Pending;
+        let message_id = msg.id.clone();
+        let attempt = AttemptRecord { message: job.message.clone(), started_at, request_headers, received, decision };
+        match self.recorder.record(attempt).await {
+            Ok(Some(transition)) => {
+                // The retry lane may sleep until a later time, and a closed circuit frees waiting messages.
+                if retry_scheduled || (transition.changed() && transition.to == EndpointState::Closed) {
+                    self.state.wake.of(Lane::Retry).notify_one();
+                }
+            }
+            Ok(None) => tracing::warn!(%message_id, "lease lost before the attempt was recorded"),
+            Err(e) => {
+                tracing::error!(%message_id, error = %e, "recording an attempt failed; it is retried after the lease")
+            }
+        }
+    }
+
+    /// `None` when the message may be sent now (normally, or as the probe).
+    async fn pass_gate(&self, endpoint: &endpoint::Model, now: i64) -> Result<Option<Release>, sea_orm::DbErr> {
+        let probe_ms = self.state.settings.breaker.config().probe_ms;
+        Ok(match circuit_of(endpoint).gate(now) {
+            Gate::Send => None,
+            Gate::Hold => Some(Release::Hold),
+            Gate::Defer { until_ms } => Some(Release::DeferUntil(until_ms)),
+            Gate::Probe if take_probe(&self.state.db, &endpoint.id, now, probe_ms).await? => {
+                tracing::info!(endpoint_id = %endpoint.id, "probing a disabled endpoint");
+                None
+            }
+            Gate::Probe => Some(Release::DeferUntil(now + probe_ms)),
+        })
+    }
+
+    fn literal_target_blocked(&self, url: &str) -> bool {
+        !self.state.settings.allow_private_targets
+            && TargetUrl::parse(url, "url").ok().and_then(|u| u.literal_ip()).is_some_and(is_forbidden_ip)
+    }
+
+    async fn release(&self, msg: &message::Model, why: Release) {
+        let now = self.state.now_ms();
+        let token = msg.lease_token.unwrap_or_default();
+        let db = &self.state.db;
+        let (state, dead_reason, next_attempt_at) = match why {
+            Release::DeferUntil(until) => (MessageState::Pending, None, until),
+            Release::Dead(reason) => (MessageState::Dead, Some(reason.as_str()), 0),
+            Release::Hold => (MessageState::Held, None, msg.expires_at),
+        };
+        let released = if state == MessageState::Pending {
+            messages::defer(db, &msg.id, token, next_attempt_at, now).await
+        } else {
+            let next_attempt_at = (state == MessageState::Held).then_some(next_attempt_at);
+            let finish = Finish { state, dead_reason, next_attempt_at, delivered_at: None, last_status: None };
+            messages::release_unattempted(db, &msg.id, token, now, finish).await
+        };
+        if let Err(e) = released {
+            tracing::error!(message_id = %msg.id, error = %e, "releasing a message failed; it is retried after the lease");
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! One HTTP exchange with a receiver: a single deadline for connect, headers
+//! and body; no redirects; no proxy from the environment; the body read up to
+//! a cap; every failure named by kind.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use app::domain::states::ErrorKind;
+use reqwest::redirect::Policy;
+
+use super::resolver::{BlockedTarget, GuardedResolver};
+
+/// The part of the response body that is kept on the attempt.
+pub const KEPT_BODY_BYTES: usize = 4096;
+/// Reading stops here: a receiver cannot make Herald read a huge body.
+pub const READ_BODY_CAP: usize = 64 * 1024;
+
+pub fn client(allow_private: bool) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(Policy::none())
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+        .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(64)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
+        .expect("the HTTP client's settings are valid")
+}
+
+pub struct Outgoing {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Default)]
+pub struct Received {
+    pub status: Option<u16>,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub error: Option<(ErrorKind, String)>,
+    pub duration_ms: u64,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+pub async fn send(client: &reqwest::Client, out: Outgoing) -> Received {
+    let started = Instant::now();
+    let mut received = Received::default();
+    let deadline = tokio::time::Instant::now() + out.timeout;
+    let mut request = client.post(&out.url).timeout(out.timeout).body(out.body);
+    for (name, value) in &out.headers {
+        request = request.header(name, value);
+    }
+    match request.send().await {
+        Err(e) => received.error = Some(classify(&e)),
+        Ok(mut response) => {
+            received.status = Some(response.status().as_u16());
+            received.headers = response
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect();
+            let mut read = 0usize;
+            loop {
+                match tokio::time::timeout_at(deadline, response.chunk()).await {
+                    Err(_) => {
+                        received.error = Some((ErrorKind::Timeout, "the response body did not end in time".into()));
+                        break;
+                    }
+                    Ok(Err(e)) => {
+                        received.error = Some(classify(&e));
+                        break;
+                    }
+                    Ok(Ok(None)) => break,
+                    Ok(Ok(Some(chunk))) => {
+                        read += chunk.len();
+                        let room = KEPT_BODY_BYTES.saturating_sub(received.body.len());
+                        received.body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                        if read > READ_BODY_CAP {
+                            received.error = Some((
+                                ErrorKind::BodyTooLarge,
+                                format!("the response body exceeded {READ_BODY_CAP} bytes; reading stopped"),
+                            ));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    received.duration_ms = started.elapsed().as_millis() as u64;
+    received
+}
+
+/// Names a transport failure by walking the error's causes.
+fn classify(error: &reqwest::Error) -> (ErrorKind, String) {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    let mut text = String::new();
+    while let Some(e) = cause {
+        if let Some(blocked) = e.downcast_ref::<BlockedTarget>() {
+            return (ErrorKind::BlockedTarget, blocked.to_string());
+        }
+        text.push_str(&e.to_string());
+        text.push_str(": ");
+        cause = e.source();
+    }
+    let text = text.trim_end_matches(": ").to_string();
+    let lower = text.to_ascii_lowercase();
+    let kind = if error.is_timeout() {
+        ErrorKind::Timeout
+    } else if lower.contains("dns") || lower.contains("failed to lookup") || lower.contains("name or service not known")
+    {
+        ErrorKind::Dns
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake") {
+        ErrorKind::Tls
+    } else if error.is_connect() {
+        ErrorKind::Connect
+    } else {
+        ErrorKind::Other
+    };
+    (kind, text)
+}

@@ -1,0 +1,184 @@
+//! Writes the ends of attempts, many per transaction (group commit): each
+//! message's next state (guarded by its lease), the attempt rows, and each
+//! endpoint's circuit once per batch — whose transitions hold or release the
+//! endpoint's other messages. A lone attempt is written at once; under load,
+//! the attempts that finish while a batch is being written form the next one.
+
+use std::collections::BTreeMap;
+
+use app::domain::breaker::Transition;
+use app::domain::states::{EndpointState, Outcome};
+use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::decide::Decision;
+use super::http::Received;
+use crate::ids::new_id;
+use crate::state::AppState;
+use crate::store::endpoints::{circuit_of, get_for_update, save_circuit};
+use crate::store::entities::{attempt, message};
+use crate::store::{attempts, messages};
+
+/// The most attempts written in one transaction.
+const MAX_BATCH: usize = 256;
+
+/// One finished attempt, as the worker hands it over.
+pub struct AttemptRecord {
+    pub message: message::Model,
+    pub started_at: i64,
+    pub request_headers: Vec<(String, String)>,
+    pub received: Received,
+    pub decision: Decision,
+}
+
+/// `None` when the lease was lost to another worker (nothing was written for
+/// that attempt); otherwise the circuit's transition at this attempt.
+pub type Recorded = Result<Option<Transition>, String>;
+
+struct Pending {
+    record: AttemptRecord,
+    reply: oneshot::Sender<Recorded>,
+}
+
+#[derive(Clone)]
+pub struct Recorder {
+    queue: mpsc::UnboundedSender<Pending>,
+}
+
+impl Recorder {
+    pub fn spawn(state: AppState) -> Recorder {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(run(state, incoming));
+        Recorder { queue }
+    }
+
+    pub async fn record(&self, record: AttemptRecord) -> Recorded {
+        let (reply, answer) = oneshot::channel();
+        self.queue.send(Pending { record, reply }).map_err(|_| "the recorder has stopped".to_string())?;
+        answer.await.map_err(|_| "the recorder dropped the attempt".to_string())?
+    }
+}
+
+async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
+    while let Some(first) = incoming.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match incoming.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
+        let size = records.len();
+        match write(&state, records).await {
+            Ok(results) => {
+                for (reply, result) in replies.into_iter().zip(results) {
+                    let _ = reply.send(Ok(result));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, size, "recording attempts failed; their leases will expire and they are retried");
+                for reply in replies {
+                    let _ = reply.send(Err(e.to_string()));
+                }
+            }
+        }
+        metrics::histogram!("herald_record_batch_size").record(size as f64);
+    }
+}
+
+fn headers_json(headers: &[(String, String)]) -> String {
+    let map: Map<String, Value> = headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    Value::Object(map).to_string()
+}
+
+fn attempt_row(r: &AttemptRecord) -> attempt::Model {
+    let msg = &r.message;
+    attempt::Model {
+        id: new_id("att"),
+        message_id: msg.id.clone(),
+        customer_id: msg.customer_id.clone(),
+        number: msg.attempt_count + 1,
+        started_at: r.started_at,
+        duration_ms: r.received.duration_ms as i64,
+        status_code: r.received.status.map(i32::from),
+        error_kind: r.received.error.as_ref().map(|(kind, _)| kind.as_str().to_string()),
+        error_detail: r.received.error.as_ref().map(|(_, detail)| detail.clone()),
+        outcome: r.decision.outcome.as_str().to_string(),
+        request_headers: headers_json(&r.request_headers),
+        response_headers: headers_json(&r.received.headers),
+        response_body: (!r.received.body.is_empty())
+            .then(|| String::from_utf8_lossy(&r.received.body).replace('\0', "\u{FFFD}")),
+    }
+}
+
+/// One transaction for the whole batch; the results are in the batch's order.
+async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
+    let now = state.now_ms();
+    let txn = state.db.begin().await?;
+    let mut kept = Vec::with_capacity(records.len());
+    let mut rows = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let lease = r.message.lease_token.unwrap_or_default();
+        if messages::finish(&txn, &r.message.id, lease, now, r.decision.finish.clone()).await? {
+            kept.push(i);
+            rows.push(attempt_row(r));
+        }
+    }
+    attempts::insert_many(&txn, rows).await?;
+    let mut results: Vec<Option<Transition>> = vec![None; records.len()];
+    // Endpoints in a fixed order, so that concurrent batches never lock them crosswise.
+    let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for &i in &kept {
+        by_endpoint.entry(records[i].message.endpoint_id.as_str()).or_default().push(i);
+    }
+    for (endpoint_id, indexes) in by_endpoint {
+        let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
+        for (transition, i) in count_attempts(state, &txn, endpoint_id, &outcomes, now).await?.into_iter().zip(indexes)
+        {
+            results[i] = Some(transition);
+        }
+    }
+    txn.commit().await?;
+    Ok(results)
+}
+
+/// Applies the breaker's rules to each outcome in turn and saves the circuit
+/// once; acts on every transition (hold when locked, release when closed).
+async fn count_attempts(
+    state: &AppState,
+    txn: &DatabaseTransaction,
+    endpoint_id: &str,
+    outcomes: &[bool],
+    now: i64,
+) -> Result<Vec<Transition>, DbErr> {
+    let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
+    let Some(endpoint) = get_for_update(txn, endpoint_id).await? else {
+        return Ok(vec![unchanged; outcomes.len()]);
+    };
+    let breaker = state.settings.breaker.config();
+    let mut circuit = circuit_of(&endpoint);
+    let mut transitions = Vec::with_capacity(outcomes.len());
+    for &success in outcomes {
+        let transition = circuit.record(success, now, &breaker);
+        match (transition.from, transition.to) {
+            (from, EndpointState::Locked) if from != EndpointState::Locked => {
+                let held = messages::hold_endpoint(txn, endpoint_id, now).await?;
+                tracing::warn!(endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
+            }
+            (EndpointState::Disabled, EndpointState::Closed) => {
+                // Messages deferred to a probe are due at most one probe interval ahead.
+                messages::release_endpoint(txn, endpoint_id, now + breaker.probe_ms, now).await?;
+                tracing::info!(endpoint_id, "probe succeeded; endpoint closed");
+            }
+            (EndpointState::Closed, EndpointState::Disabled) => {
+                tracing::warn!(endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
+            }
+            _ => {}
+        }
+        transitions.push(transition);
+    }
+    save_circuit(txn, endpoint_id, &circuit, now).await?;
+    Ok(transitions)
+}

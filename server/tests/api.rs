@@ -1,0 +1,278 @@
+//! The REST API as a client sees it: auth rules, isolation, validation,
+//! idempotent publishing and the retry-policy preview.
+
+mod common;
+
+use common::{ADMIN_TOKEN, TestApp};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+fn fields(problem: &Value) -> Vec<String> {
+    problem["errors"]
+        .as_array()
+        .map(|e| e.iter().map(|f| f["field"].as_str().unwrap_or("").to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn tokens_decide_who_may_do_what() {
+    let app = TestApp::start().await;
+    let (_, key_a) = app.customer("acme").await;
+    assert_eq!(app.call(Method::GET, "/api/v1/subscriptions", None, None).await.0, 401);
+    assert_eq!(app.get("/api/v1/subscriptions", "hk_not-a-key").await.0, 401);
+    assert_eq!(app.get("/api/v1/subscriptions", "").await.0, 401);
+    let (status, problem) = app.post("/api/v1/customers", &key_a, json!({"name": "x"})).await;
+    assert_eq!((status, problem["status"].as_u64()), (403, Some(403)));
+    assert_eq!(app.get("/api/v1/audit-log", &key_a).await.0, 403);
+    assert_eq!(app.get("/api/v1/customers", ADMIN_TOKEN).await.0, 200);
+    assert_eq!(app.get("/healthz", "").await.0, 200);
+}
+
+#[tokio::test]
+async fn a_customer_never_sees_another_customers_objects() {
+    let app = TestApp::start().await;
+    let (_, key_a) = app.customer("acme").await;
+    let (_, key_b) = app.customer("globex").await;
+    let sub = app.subscribe(&key_a, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
+    let published = app.publish(&key_a, "e1", "order.created").await;
+    let msg_id = published["message_ids"][0].as_str().unwrap();
+    let sub_id = sub["id"].as_str().unwrap();
+
+    for path in [format!("/api/v1/subscriptions/{sub_id}"), format!("/api/v1/messages/{msg_id}")] {
+        assert_eq!(app.get(&path, &key_b).await.0, 404, "{path}");
+        assert_eq!(app.get(&path, &key_a).await.0, 200, "{path}");
+    }
+    let (status, _) = app
+        .call(Method::PATCH, &format!("/api/v1/subscriptions/{sub_id}"), Some(&key_b), Some(json!({"name": "stolen"})))
+        .await;
+    assert_eq!(status, 404);
+    assert_eq!(app.call(Method::DELETE, &format!("/api/v1/subscriptions/{sub_id}"), Some(&key_b), None).await.0, 404);
+    assert_eq!(app.post(&format!("/api/v1/messages/{msg_id}/replay"), &key_b, json!({})).await.0, 404);
+    for list in ["/api/v1/subscriptions", "/api/v1/messages", "/api/v1/endpoints"] {
+        let (status, page) = app.get(list, &key_b).await;
+        assert_eq!((status, page["data"].as_array().map(Vec::len)), (200, Some(0)), "{list}");
+        assert_eq!(app.get(list, &key_a).await.1["data"].as_array().map(Vec::len), Some(1), "{list}");
+    }
+    assert_eq!(app.get(&format!("/api/v1/subscriptions/{sub_id}"), &key_a).await.1["name"], "s");
+}
+
+#[tokio::test]
+async fn invalid_input_is_a_problem_naming_the_field() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    let cases = [
+        (json!({"name": "s", "url": "ftp://example.com/x", "event_types": ["a"]}), "url"),
+        (json!({"name": "s", "url": "http://example.com/x"}), "event_types"),
+        (
+            json!({"name": "s", "url": "http://example.com/x", "event_types": ["a"],
+                   "retry_policy": {"kind": "exponential", "min_delay_secs": 10, "max_delay_secs": 5}}),
+            "retry_policy.min_delay_secs",
+        ),
+        (json!({"name": "s", "url": "http://example.com/x", "event_types": ["a"], "timeout_ms": 10}), "timeout_ms"),
+        (json!({"name": "s\u{0}", "url": "http://example.com/x", "event_types": ["a"]}), "name"),
+        (json!({"name": "s", "url": "http://example.com/x", "event_types": ["a"], "colour": 1}), "colour"),
+    ];
+    for (body, field) in cases {
+        let resp = app
+            .http
+            .post(format!("{}/api/v1/subscriptions", app.base))
+            .bearer_auth(&key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        assert_eq!(resp.headers()["content-type"], "application/problem+json");
+        let problem: Value = resp.json().await.unwrap();
+        assert!((400..500).contains(&status), "{body}: {status}");
+        assert!(fields(&problem).iter().any(|f| f == field), "{field} not in {problem}");
+    }
+    let resp = app
+        .http
+        .post(format!("{}/api/v1/events", app.base))
+        .bearer_auth(&key)
+        .header("content-type", "application/cloudevents+json")
+        .body(r#"{"specversion":"1.0","id":"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    assert_eq!(resp.headers()["content-type"], "application/problem+json");
+    assert_eq!(fields(&resp.json().await.unwrap()), vec!["body"]);
+
+    let (status, problem) =
+        app.post("/api/v1/events", &key, json!({"specversion": "1.0", "source": "/s", "type": "t"})).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["id".to_string()]));
+    let (status, problem) = app.get("/api/v1/messages?limit=0", &key).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["limit".to_string()]));
+    let (status, problem) = app.get("/api/v1/messages?cursor=nonsense", &key).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["cursor".to_string()]));
+    let (status, problem) = app.get("/api/v1/messages?state=lost", &key).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["state".to_string()]));
+}
+
+#[tokio::test]
+async fn literal_private_targets_are_refused_unless_allowed() {
+    let app = TestApp::start_with(|s| s.allow_private_targets = false).await;
+    let (_, key) = app.customer("acme").await;
+    for url in [
+        "http://127.0.0.1/x",
+        "http://2130706433/",
+        "http://[::1]:8080/",
+        "http://169.254.169.254/latest",
+        "http://10.1.2.3/",
+    ] {
+        let (status, problem) =
+            app.post("/api/v1/subscriptions", &key, json!({"name": "s", "url": url, "event_types": ["a"]})).await;
+        assert_eq!((status, fields(&problem)), (422, vec!["url".to_string()]), "{url}");
+    }
+}
+
+#[tokio::test]
+async fn republishing_an_event_is_a_duplicate_with_the_same_messages() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "a", "url": "http://127.0.0.1:9/a", "event_types": ["order.created"]})).await;
+    app.subscribe(&key, json!({"name": "b", "url": "http://127.0.0.1:9/b", "event_types": ["*"]})).await;
+    let first = app.publish(&key, "e1", "order.created").await;
+    assert_eq!((first["duplicate"].as_bool(), first["message_ids"].as_array().unwrap().len()), (Some(false), 2));
+    let again = app.publish(&key, "e1", "order.created").await;
+    assert_eq!(again["duplicate"], true);
+    assert_eq!(again["message_ids"], first["message_ids"]);
+    let other = app.publish(&key, "e2", "order.deleted").await;
+    assert_eq!(other["message_ids"].as_array().unwrap().len(), 1);
+
+    let batch = json!([
+        {"specversion": "1.0", "id": "e1", "source": "/test", "type": "order.created"},
+        {"specversion": "1.0", "id": "e3", "source": "/test", "type": "order.created"}
+    ]);
+    let resp = app
+        .http
+        .post(format!("{}/api/v1/events", app.base))
+        .bearer_auth(&key)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body(batch.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    let answer: Value = resp.json().await.unwrap();
+    let dupes: Vec<bool> =
+        answer["events"].as_array().unwrap().iter().map(|e| e["duplicate"].as_bool().unwrap()).collect();
+    assert_eq!(dupes, vec![true, false]);
+    let (_, page) = app.get("/api/v1/messages?limit=1000", &key).await;
+    assert_eq!(page["data"].as_array().unwrap().len(), 5);
+}
+
+#[tokio::test]
+async fn lists_page_newest_first_with_a_cursor() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "a", "url": "http://127.0.0.1:9/a", "event_types": ["*"]})).await;
+    let mut published = Vec::new();
+    for i in 0..5 {
+        published.push(app.publish(&key, &format!("e{i}"), "t").await["message_ids"][0].as_str().unwrap().to_string());
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/messages?limit=2&cursor={c}"),
+            None => "/api/v1/messages?limit=2".into(),
+        };
+        let (_, page) = app.get(&path, &key).await;
+        seen.extend(page["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_string()));
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    published.reverse();
+    assert_eq!(seen, published);
+}
+
+#[tokio::test]
+async fn the_preview_answers_the_presets_numbers() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    let offsets = |preview: &Value| -> Vec<f64> {
+        preview["attempts"].as_array().unwrap().iter().map(|a| a["offset_secs"].as_f64().unwrap()).collect()
+    };
+    let (status, wf) = app.post("/api/v1/retry-policies/preview", &key, json!({"retry_policy": "workfront"})).await;
+    assert_eq!(status, 200, "{wf}");
+    let wf = offsets(&wf);
+    assert_eq!(wf.len(), 12);
+    assert_eq!(&wf[..3], &[0.0, 84.8, 254.4]);
+    assert_eq!(wf[11], 173585.6);
+    let (_, ea) = app.post("/api/v1/retry-policies/preview", &key, json!({"retry_policy": {"kind": "eventarc"}})).await;
+    assert_eq!(offsets(&ea), vec![0.0, 1.0, 3.0, 7.0, 15.0]);
+    let (_, eg) = app.post("/api/v1/retry-policies/preview", &key, json!({"retry_policy": "event-grid"})).await;
+    let eg = offsets(&eg);
+    assert_eq!(&eg[..9], &[0.0, 10.0, 40.0, 100.0, 400.0, 1000.0, 2800.0, 6400.0, 10000.0]);
+    assert_eq!(eg.len(), 30);
+    assert!(eg[29] <= 86400.0);
+    let linear =
+        json!({"retry_policy": {"kind": "exponential", "min_delay_secs": 5, "max_delay_secs": 5, "max_attempts": 4}});
+    let (_, lin) = app.post("/api/v1/retry-policies/preview", &key, linear).await;
+    assert_eq!(offsets(&lin), vec![0.0, 5.0, 10.0, 15.0]);
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route() {
+    let app = TestApp::start().await;
+    let (status, doc) = app.call(Method::GET, "/api/openapi.json", None, None).await;
+    assert_eq!(status, 200);
+    let paths = doc["paths"].as_object().unwrap();
+    for path in [
+        "/healthz",
+        "/metrics",
+        "/api/v1/customers",
+        "/api/v1/customers/{id}/api-keys",
+        "/api/v1/users",
+        "/api/v1/subscriptions",
+        "/api/v1/subscriptions/{id}",
+        "/api/v1/subscriptions/{id}/rotate-secret",
+        "/api/v1/events",
+        "/api/v1/messages",
+        "/api/v1/messages/{id}",
+        "/api/v1/messages/{id}/replay",
+        "/api/v1/messages/replay",
+        "/api/v1/endpoints",
+        "/api/v1/endpoints/{id}/unlock",
+        "/api/v1/retry-policies/preview",
+        "/api/v1/audit-log",
+    ] {
+        assert!(paths.contains_key(path), "{path} missing from the OpenAPI document");
+    }
+}
+
+#[tokio::test]
+async fn the_admin_creates_dashboard_users() {
+    let app = TestApp::start().await;
+    let (customer, _) = app.customer("acme").await;
+    let body = json!({"username": "alice", "password": "alice-password", "role": "customer", "customer_id": customer});
+    let (status, user) = app.post("/api/v1/users", ADMIN_TOKEN, body.clone()).await;
+    assert_eq!((status, user["role"].as_str()), (201, Some("customer")));
+    let (status, problem) = app.post("/api/v1/users", ADMIN_TOKEN, body).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["username".to_string()]));
+    let (status, problem) = app
+        .post("/api/v1/users", ADMIN_TOKEN, json!({"username": "bob", "password": "bob-password", "role": "customer"}))
+        .await;
+    assert_eq!((status, fields(&problem)), (422, vec!["customer_id".to_string()]));
+}
+
+#[tokio::test]
+async fn a_large_batch_fanning_out_to_many_subscriptions_is_accepted_whole() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    for i in 0..16 {
+        app.subscribe(
+            &key,
+            json!({"name": format!("s{i}"), "url": format!("http://127.0.0.1:9/{i}"), "event_types": ["*"]}),
+        )
+        .await;
+    }
+    assert_eq!(app.publish_batch(&key, 200).await, 202, "3200 messages in one publish");
+    let (_, page) = app.get("/api/v1/messages?limit=1000", &key).await;
+    assert_eq!(page["data"].as_array().unwrap().len(), 1000);
+}

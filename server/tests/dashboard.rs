@@ -1,0 +1,211 @@
+//! The dashboard over HTTP as a browser without JavaScript uses it: login,
+//! the session cookie, roles, isolation and the cross-site guard.
+
+mod common;
+
+use common::{ADMIN_TOKEN, TestApp};
+use reqwest::header::{ACCEPT, COOKIE, LOCATION, SET_COOKIE};
+use reqwest::redirect::Policy;
+use serde_json::json;
+
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+    cookie: Option<String>,
+}
+
+impl Browser {
+    fn new(app: &TestApp) -> Browser {
+        let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
+        Browser { http, base: app.base.clone(), cookie: None }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String, Option<String>) {
+        let mut req = self.http.get(format!("{}{path}", self.base)).header(ACCEPT, "text/html");
+        if let Some(c) = &self.cookie {
+            req = req.header(COOKIE, c);
+        }
+        let resp = req.send().await.unwrap();
+        let location = resp.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_string());
+        (resp.status().as_u16(), resp.text().await.unwrap(), location)
+    }
+
+    /// Submits the page's form whose action contains `fn_name`, as a same-origin browser would.
+    async fn submit(
+        &mut self,
+        page: &str,
+        fn_name: &str,
+        fields: &[(&str, &str)],
+        origin: Option<&str>,
+    ) -> (u16, Option<String>) {
+        let (_, html, _) = self.get(page).await;
+        let action = html
+            .split("action=\"")
+            .skip(1)
+            .map(|s| s.split('"').next().unwrap())
+            .find(|a| a.contains(fn_name))
+            .unwrap_or_else(|| panic!("no {fn_name} form on {page}"))
+            .to_string();
+        let origin = origin.map(str::to_string).unwrap_or_else(|| self.base.clone());
+        let mut req = self
+            .http
+            .post(format!("{}{action}", self.base))
+            .header(ACCEPT, "text/html")
+            .header("origin", origin)
+            .header("referer", format!("{}{page}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish());
+        if let Some(c) = &self.cookie {
+            req = req.header(COOKIE, c);
+        }
+        let resp = req.send().await.unwrap();
+        if let Some(set) = resp.headers().get(SET_COOKIE) {
+            self.cookie = Some(set.to_str().unwrap().split(';').next().unwrap().to_string());
+        }
+        (resp.status().as_u16(), resp.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_string()))
+    }
+
+    async fn login(&mut self, username: &str, password: &str) -> (u16, Option<String>) {
+        self.submit("/login", "login", &[("username", username), ("password", password)], None).await
+    }
+}
+
+async fn customer_user(app: &TestApp, name: &str, username: &str) -> (String, String) {
+    let (customer, key) = app.customer(name).await;
+    let body = json!({"username": username, "password": "password-123", "role": "customer", "customer_id": customer});
+    assert_eq!(app.post("/api/v1/users", ADMIN_TOKEN, body).await.0, 201);
+    (customer, key)
+}
+
+#[tokio::test]
+async fn a_bad_password_sets_no_session_and_a_good_one_does() {
+    let app = TestApp::start().await;
+    let mut browser = Browser::new(&app);
+    assert_eq!(browser.get("/").await.2.as_deref(), Some("/login"), "anonymous visitors go to the login page");
+    let (status, location) = browser.login("admin", "wrong").await;
+    assert_eq!(status, 302);
+    assert!(location.unwrap().contains("__err"), "the error comes back to the login page");
+    assert!(browser.cookie.is_none(), "a failed login sets no session cookie");
+    let (_, html, _) = browser.get("/login?__path=x&__err=eA").await;
+    assert!(html.contains("name=\"username\"") && html.contains("name=\"password\""));
+
+    let (status, location) = browser.login("admin", "admin-password").await;
+    assert_eq!((status, location.as_deref()), (302, Some("/")));
+    assert!(browser.cookie.as_ref().unwrap().starts_with("herald_session="));
+    let (status, html, _) = browser.get("/").await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Messages by state") && html.contains("/admin/customers"), "{html}");
+}
+
+#[tokio::test]
+async fn the_session_id_changes_at_login_and_ends_at_logout() {
+    let app = TestApp::start().await;
+    let mut browser = Browser::new(&app);
+    browser.login("admin", "admin-password").await;
+    let first = browser.cookie.clone().unwrap();
+    browser.login("admin", "admin-password").await;
+    assert_ne!(browser.cookie.clone().unwrap(), first, "a new session id at every login");
+    let (status, _) = browser.submit("/", "logout", &[], None).await;
+    assert_eq!(status, 302);
+    assert_eq!(browser.get("/").await.2.as_deref(), Some("/login"));
+}
+
+#[tokio::test]
+async fn customers_see_only_their_own_data_and_no_admin_pages() {
+    let app = TestApp::start().await;
+    let (_, key_a) = customer_user(&app, "acme", "alice").await;
+    customer_user(&app, "globex", "bob").await;
+    let sub = app
+        .subscribe(&key_a, json!({"name": "acme-orders", "url": "http://127.0.0.1:9/x", "event_types": ["*"]}))
+        .await;
+    let msg = app.publish(&key_a, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let (status, html, _) = alice.get("/subscriptions").await;
+    assert!(status == 200 && html.contains("acme-orders"));
+    assert!(alice.get("/messages").await.1.contains(&msg));
+    assert_eq!(alice.get(&format!("/messages/{msg}")).await.0, 200);
+    for admin_page in ["/admin/customers", "/admin/audit"] {
+        let (status, html, _) = alice.get(admin_page).await;
+        assert_eq!(status, 404, "{admin_page}");
+        assert!(!html.contains("globex"), "{admin_page} shows nothing");
+    }
+
+    let mut bob = Browser::new(&app);
+    bob.login("bob", "password-123").await;
+    assert!(!bob.get("/messages").await.1.contains(&msg));
+    assert!(!bob.get("/subscriptions").await.1.contains("acme-orders"));
+    for path in [format!("/messages/{msg}"), format!("/subscriptions/{}", sub["id"].as_str().unwrap())] {
+        let (status, html, _) = bob.get(&path).await;
+        assert_eq!(status, 404, "{path}");
+        assert!(!html.contains("acme-orders") && !html.contains("order.created"), "{path} shows nothing");
+    }
+}
+
+#[tokio::test]
+async fn a_cross_site_post_is_refused() {
+    let app = TestApp::start().await;
+    let mut browser = Browser::new(&app);
+    browser.login("admin", "admin-password").await;
+    let (status, _) =
+        browser.submit("/admin/customers", "create_customer", &[("name", "evil")], Some("http://evil.example")).await;
+    assert_eq!(status, 403);
+    let (status, location) = browser.submit("/admin/customers", "create_customer", &[("name", "good")], None).await;
+    assert_eq!(status, 302);
+    assert!(location.unwrap().starts_with("/admin/customers?created="));
+    let (_, page) = app.get("/api/v1/customers", ADMIN_TOKEN).await;
+    let names: Vec<&str> = page["data"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["good"]);
+}
+
+#[tokio::test]
+async fn the_admin_unlocks_an_endpoint_from_the_endpoints_page() {
+    let app = TestApp::start_with(|s| {
+        s.breaker.disable_consecutive = 1;
+        s.breaker.lock_consecutive = 1;
+        s.breaker.lock_silence_secs = 0;
+        s.breaker.probe_secs = 1;
+    })
+    .await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/refused", "event_types": ["*"]})).await;
+    app.publish(&key, "e1", "t").await;
+    app.deliver_fresh().await;
+    app.advance_secs(15.0);
+    app.deliver_retries().await;
+    let (_, endpoints) = app.get("/api/v1/endpoints", &key).await;
+    assert_eq!(endpoints["data"][0]["state"], "locked");
+    let endpoint_id = endpoints["data"][0]["id"].as_str().unwrap().to_string();
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let html = alice.get("/endpoints").await.1;
+    assert!(html.contains("locked") && !html.contains("Unlock"), "customers see the state but no Unlock");
+
+    let mut admin = Browser::new(&app);
+    admin.login("admin", "admin-password").await;
+    assert!(admin.get("/endpoints").await.1.contains(">Unlock<"));
+    let (status, location) = admin.submit("/endpoints", "unlock_endpoint", &[("id", &endpoint_id)], None).await;
+    assert_eq!((status, location), (302, Some(format!("/endpoints?unlocked={endpoint_id}"))));
+    let html = admin.get(&format!("/endpoints?unlocked={endpoint_id}")).await.1;
+    assert!(html.contains("is unlocked") && html.contains("badge-closed"));
+    assert!(admin.get("/admin/audit").await.1.contains("endpoint.unlock"));
+}
+
+#[tokio::test]
+async fn the_overview_counts_states_and_charts_the_last_hour() {
+    let app = TestApp::start().await;
+    let rx = common::TestReceiver::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"]})).await;
+    rx.answer(500);
+    app.publish(&key, "e1", "t").await;
+    app.publish(&key, "e2", "t").await;
+    app.deliver_fresh().await;
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let html = alice.get("/").await.1;
+    assert!(html.contains("0 min ago: 1 delivered, 1 failed"), "{html}");
+    assert!(html.contains("badge-delivered"), "{html}");
+}

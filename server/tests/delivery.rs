@@ -1,0 +1,295 @@
+//! Delivery end to end within one process: the real API, the real worker
+//! (driven tick by tick under a manual clock) and a real HTTP receiver.
+
+mod common;
+
+use app::domain::signing::{secret_key, sign};
+use common::{TestApp, TestReceiver};
+use serde_json::{Value, json};
+
+async fn subscribe(app: &TestApp, key: &str, url: String, extra: Value) -> Value {
+    let mut body = json!({"name": "s", "url": url, "event_types": ["order.created"]});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    app.subscribe(key, body).await
+}
+
+fn verify(secret: &str, seen: &common::Seen) -> bool {
+    let key = secret_key(secret).unwrap();
+    let id = seen.header("webhook-id");
+    let ts: i64 = seen.header("webhook-timestamp").parse().unwrap();
+    let expected = sign(&key, id, ts, &seen.body);
+    seen.header("webhook-signature").split(' ').any(|s| s == expected)
+}
+
+#[tokio::test]
+async fn events_arrive_signed_in_both_content_modes_with_the_message_id() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let structured = subscribe(&app, &key, format!("{}/structured", rx.url), json!({})).await;
+    let binary = subscribe(&app, &key, format!("{}/binary", rx.url), json!({"content_mode": "binary"})).await;
+    let published = app.publish(&key, "e1", "order.created").await;
+    app.publish(&key, "e2", "order.deleted").await;
+    assert_eq!(app.deliver_fresh().await, 2);
+
+    let seen = rx.seen();
+    assert_eq!(seen.len(), 2);
+    let ids: Vec<&str> = published["message_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for request in &seen {
+        assert!(ids.contains(&request.header("webhook-id")));
+        assert!(request.header("user-agent").starts_with("Herald/"));
+        let secret = if request.path == "/structured" { &structured["secret"] } else { &binary["secret"] };
+        assert!(verify(secret.as_str().unwrap(), request), "signature of {}", request.path);
+    }
+    let s = seen.iter().find(|r| r.path == "/structured").unwrap();
+    assert_eq!(s.header("content-type"), "application/cloudevents+json");
+    let event: Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(
+        (event["id"].as_str(), event["type"].as_str(), &event["data"]),
+        (Some("e1"), Some("order.created"), &json!({"n": "e1"}))
+    );
+    let b = seen.iter().find(|r| r.path == "/binary").unwrap();
+    assert_eq!((b.header("ce-id"), b.header("ce-type"), b.header("ce-specversion")), ("e1", "order.created", "1.0"));
+    assert_eq!(serde_json::from_slice::<Value>(&b.body).unwrap(), json!({"n": "e1"}));
+
+    let detail = app.message(&key, s.header("webhook-id")).await;
+    assert_eq!((detail["state"].as_str(), detail["attempt_count"].as_u64()), (Some("delivered"), Some(1)));
+    let attempt = &detail["attempts"][0];
+    assert_eq!((attempt["status_code"].as_u64(), attempt["outcome"].as_str()), (Some(200), Some("success")));
+    assert_eq!(attempt["response_body"], "ok");
+    assert_eq!(detail["event"]["id"], "e1");
+    assert_eq!(app.deliver_fresh().await + app.deliver_retries().await, 0, "nothing is left to send");
+}
+
+#[tokio::test]
+async fn failures_are_retried_on_schedule_until_delivered() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy =
+        json!({"retry_policy": {"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 2, "max_attempts": 5}});
+    subscribe(&app, &key, rx.url.clone(), policy).await;
+    rx.answer(503);
+    rx.answer(503);
+    let msg_id = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+
+    assert_eq!(app.deliver_fresh().await, 1);
+    assert_eq!(app.deliver_retries().await, 0, "not due before its delay");
+    app.advance_secs(0.999);
+    assert_eq!(app.deliver_retries().await, 0);
+    app.advance_secs(0.001);
+    assert_eq!(app.deliver_retries().await, 1);
+    app.advance_secs(1.999);
+    assert_eq!(app.deliver_retries().await, 0);
+    app.advance_secs(0.001);
+    assert_eq!(app.deliver_retries().await, 1);
+
+    let ids: Vec<String> = rx.seen().iter().map(|r| r.header("webhook-id").to_string()).collect();
+    assert_eq!(ids, vec![msg_id.clone(); 3]);
+    let detail = app.message(&key, &msg_id).await;
+    assert_eq!((detail["state"].as_str(), detail["attempt_count"].as_u64()), (Some("delivered"), Some(3)));
+    let outcomes: Vec<&str> =
+        detail["attempts"].as_array().unwrap().iter().map(|a| a["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, vec!["retryable", "retryable", "success"]);
+}
+
+#[tokio::test]
+async fn hopeless_messages_die_with_their_reason_and_replay_revives_them() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let transient = json!({"retry_policy": {"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 3, "retry_on": "transient"}});
+    subscribe(&app, &key, format!("{}/a", rx.url), transient).await;
+    rx.answer(400);
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    let detail = app.message(&key, &msg).await;
+    assert_eq!((detail["state"].as_str(), detail["dead_reason"].as_str()), (Some("dead"), Some("non_retryable")));
+    assert_eq!(detail["attempts"][0]["outcome"], "permanent");
+
+    let (status, replayed) = app.post(&format!("/api/v1/messages/{msg}/replay"), &key, json!({})).await;
+    assert_eq!((status, replayed["state"].as_str()), (200, Some("pending")));
+    assert_eq!(app.deliver_retries().await, 1);
+    let detail = app.message(&key, &msg).await;
+    assert_eq!((detail["state"].as_str(), detail["attempt_count"].as_u64()), (Some("delivered"), Some(2)));
+    let seen = rx.seen();
+    assert_eq!(seen[0].header("webhook-id"), seen[1].header("webhook-id"));
+    let (status, _) = app.post(&format!("/api/v1/messages/{msg}/replay"), &key, json!({})).await;
+    assert_eq!(status, 200, "a delivered message can be sent again");
+}
+
+#[tokio::test]
+async fn attempts_run_out_and_bulk_replay_brings_dead_messages_back() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"retry_policy": {"kind": "schedule", "delays_secs": [1], "max_attempts": 3}});
+    let sub = subscribe(&app, &key, rx.url.clone(), policy).await;
+    for _ in 0..6 {
+        rx.answer(503);
+    }
+    let a = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    let b = app.publish(&key, "e2", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for _ in 0..2 {
+        app.advance_secs(1.0);
+        assert_eq!(app.deliver_retries().await, 2);
+    }
+    app.advance_secs(10.0);
+    assert_eq!(app.deliver_retries().await, 0);
+    for id in [&a, &b] {
+        let d = app.message(&key, id).await;
+        assert_eq!(
+            (d["state"].as_str(), d["dead_reason"].as_str(), d["attempt_count"].as_u64()),
+            (Some("dead"), Some("attempts_exhausted"), Some(3))
+        );
+    }
+    let (status, page) =
+        app.get(&format!("/api/v1/messages?state=dead&subscription_id={}", sub["id"].as_str().unwrap()), &key).await;
+    assert_eq!((status, page["data"].as_array().unwrap().len()), (200, 2));
+
+    let (status, result) = app.post("/api/v1/messages/replay", &key, json!({"state": "dead"})).await;
+    assert_eq!((status, result["replayed"].as_u64()), (202, Some(2)));
+    assert_eq!(app.deliver_retries().await, 2);
+    for id in [&a, &b] {
+        assert_eq!(app.message(&key, id).await["state"], "delivered");
+    }
+}
+
+#[tokio::test]
+async fn retry_after_is_honoured_and_the_ttl_ends_a_message() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"retry_policy": {"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 10, "ttl_secs": 5}});
+    subscribe(&app, &key, rx.url.clone(), policy).await;
+    rx.answer_with(429, &[("retry-after", "3")]);
+    for _ in 0..10 {
+        rx.answer(500);
+    }
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    app.advance_secs(2.9);
+    assert_eq!(app.deliver_retries().await, 0, "Retry-After: 3 is not cut short");
+    app.advance_secs(0.1);
+    assert_eq!(app.deliver_retries().await, 1);
+    app.advance_secs(1.0);
+    assert_eq!(app.deliver_retries().await, 1);
+    app.advance_secs(1.0);
+    assert_eq!(app.deliver_retries().await, 1);
+    let d = app.message(&key, &msg).await;
+    assert_eq!((d["state"].as_str(), d["dead_reason"].as_str()), (Some("dead"), Some("expired")));
+    assert_eq!(d["attempt_count"], 4);
+}
+
+#[tokio::test]
+async fn a_crashed_delivery_is_reclaimed_after_its_lease_without_spending_an_attempt() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    subscribe(&app, &key, rx.url.clone(), json!({})).await;
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    // A worker claims the message and dies before sending.
+    let now = app.now_ms();
+    let claimed = herald::store::messages::claim(
+        &app.state.db,
+        herald::store::messages::Lane::Fresh,
+        now,
+        10,
+        now + 90_000,
+        7,
+        &[],
+    )
+    .await
+    .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(app.deliver_fresh().await + app.deliver_retries().await, 0, "a leased message is not claimed twice");
+    app.advance_secs(90.0);
+    assert_eq!(app.deliver_retries().await, 1);
+    let d = app.message(&key, &msg).await;
+    assert_eq!((d["state"].as_str(), d["attempt_count"].as_u64()), (Some("delivered"), Some(1)));
+    assert_eq!(rx.seen().len(), 1);
+}
+
+#[tokio::test]
+async fn names_that_resolve_to_private_addresses_are_blocked() {
+    let app = TestApp::start_with(|s| s.allow_private_targets = false).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let port = rx.url.rsplit(':').next().unwrap().to_string();
+    subscribe(&app, &key, format!("http://localhost:{port}/x"), json!({})).await;
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    let d = app.message(&key, &msg).await;
+    assert_eq!((d["state"].as_str(), d["dead_reason"].as_str()), (Some("dead"), Some("non_retryable")));
+    assert_eq!(
+        (d["attempts"][0]["error_kind"].as_str(), d["attempts"][0]["outcome"].as_str()),
+        (Some("blocked_target"), Some("permanent"))
+    );
+    assert!(rx.seen().is_empty(), "nothing reached the private address");
+}
+
+#[tokio::test]
+async fn a_deleted_subscription_ends_its_waiting_messages() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let sub = subscribe(&app, &key, rx.url.clone(), json!({})).await;
+    rx.answer(500);
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    let (status, _) = app
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/api/v1/subscriptions/{}", sub["id"].as_str().unwrap()),
+            Some(&key),
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+    let d = app.message(&key, &msg).await;
+    assert_eq!((d["state"].as_str(), d["dead_reason"].as_str()), (Some("dead"), Some("subscription_deleted")));
+    assert_eq!(d["attempts"].as_array().unwrap().len(), 1, "the history stays");
+}
+
+#[tokio::test]
+async fn a_rotated_secret_signs_alongside_the_old_one_for_a_day() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let sub = subscribe(&app, &key, rx.url.clone(), json!({})).await;
+    let (status, rotated) = app
+        .post(&format!("/api/v1/subscriptions/{}/rotate-secret", sub["id"].as_str().unwrap()), &key, json!({}))
+        .await;
+    assert_eq!(status, 200);
+    assert_ne!(rotated["secret"], sub["secret"]);
+    app.publish(&key, "e1", "order.created").await;
+    app.deliver_fresh().await;
+    app.advance_secs(24.0 * 3600.0 + 1.0);
+    app.publish(&key, "e2", "order.created").await;
+    app.deliver_fresh().await;
+    let seen = rx.seen();
+    assert_eq!(seen[0].header("webhook-signature").split(' ').count(), 2);
+    assert!(verify(sub["secret"].as_str().unwrap(), &seen[0]) && verify(rotated["secret"].as_str().unwrap(), &seen[0]));
+    assert!(
+        !verify(sub["secret"].as_str().unwrap(), &seen[1]) && verify(rotated["secret"].as_str().unwrap(), &seen[1])
+    );
+}
+
+#[tokio::test]
+async fn a_claim_takes_at_most_its_limit_and_never_a_message_twice() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
+    assert_eq!(app.publish_batch(&key, 300).await, 202);
+    use herald::store::messages::{Lane, claim};
+    let now = app.now_ms();
+    let first = claim(&app.state.db, Lane::Fresh, now, 128, now + 90_000, 1, &[]).await.unwrap();
+    let second = claim(&app.state.db, Lane::Fresh, now, 500, now + 90_000, 2, &[]).await.unwrap();
+    assert_eq!((first.len(), second.len()), (128, 172));
+    let mut ids: Vec<&str> = first.iter().chain(&second).map(|m| m.id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 300);
+    assert!(claim(&app.state.db, Lane::Fresh, now, 10, now + 90_000, 3, &[]).await.unwrap().is_empty());
+}

@@ -1,0 +1,209 @@
+//! The delivery rules over time: schedules walked in virtual time, the circuit
+//! breaker's states at small thresholds, held messages, unlock and per-endpoint
+//! concurrency. The worker runs tick by tick under a manual clock.
+
+mod common;
+
+use common::{ADMIN_TOKEN, TestApp, TestReceiver};
+use serde_json::{Value, json};
+
+async fn endpoint(app: &TestApp, key: &str) -> Value {
+    let (status, page) = app.get("/api/v1/endpoints", key).await;
+    assert_eq!(status, 200);
+    page["data"][0].clone()
+}
+
+fn small_breaker(s: &mut herald::Settings) {
+    s.breaker.disable_consecutive = 5;
+    s.breaker.probe_secs = 2;
+    s.breaker.lock_consecutive = 9;
+    s.breaker.lock_silence_secs = 0;
+}
+
+#[tokio::test]
+async fn a_workfront_subscription_walks_its_schedule_for_fifty_hours() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": "workfront"})).await;
+    for _ in 0..20 {
+        rx.answer(503);
+    }
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    let start = app.now_ms();
+    app.deliver_fresh().await;
+    let fifty_hours = start + 50 * 3600 * 1000;
+    loop {
+        let next = app.message(&key, &msg).await["next_attempt_at"].as_str().map(str::to_string);
+        let Some(next) = next else { break };
+        let due = chrono::DateTime::parse_from_rfc3339(&next).unwrap().timestamp_millis();
+        assert!(due <= fifty_hours, "an attempt was scheduled after 50 hours");
+        app.clock.set_ms(due - 1);
+        assert_eq!(app.deliver_retries().await, 0, "nothing is sent before its time");
+        app.clock.set_ms(due);
+        assert_eq!(app.deliver_retries().await, 1);
+    }
+    let detail = app.message(&key, &msg).await;
+    assert_eq!((detail["state"].as_str(), detail["dead_reason"].as_str()), (Some("dead"), Some("attempts_exhausted")));
+    let offsets: Vec<i64> = detail["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            chrono::DateTime::parse_from_rfc3339(a["started_at"].as_str().unwrap()).unwrap().timestamp_millis() - start
+        })
+        .collect();
+    let expected: Vec<i64> = (0..12).map(|n| ((1i64 << n) - 1) * 84_800).collect();
+    assert_eq!(offsets, expected);
+    assert_eq!(rx.seen().len(), 12);
+}
+
+#[tokio::test]
+async fn the_breaker_disables_probes_locks_and_the_admin_unlocks() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 100});
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    for _ in 0..10 {
+        rx.answer(503);
+    }
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for _ in 0..4 {
+        app.advance_secs(1.0);
+        app.deliver_retries().await;
+    }
+    let ep = endpoint(&app, &key).await;
+    assert_eq!((ep["state"].as_str(), ep["consecutive_failures"].as_u64()), (Some("disabled"), Some(5)));
+    assert_eq!(ep["window_failures"], 5);
+    assert!(ep["next_probe_at"].is_string());
+
+    // Disabled: the due retry waits for the probe without spending an attempt.
+    app.advance_secs(1.0);
+    assert_eq!(app.deliver_retries().await, 1);
+    assert_eq!(rx.seen().len(), 5);
+    let waiting = app.message(&key, &msg).await;
+    assert_eq!((waiting["state"].as_str(), waiting["attempt_count"].as_u64()), (Some("pending"), Some(5)));
+    // One probe every 2 s; the 10th consecutive failure (more than 9) locks.
+    for probe in 6..=10 {
+        app.advance_secs(1.0);
+        app.deliver_retries().await;
+        assert_eq!(rx.seen().len(), probe, "probe {probe} at its time");
+        app.advance_secs(1.0);
+        app.deliver_retries().await;
+        assert_eq!(rx.seen().len(), probe, "no probe before its time");
+    }
+    let ep = endpoint(&app, &key).await;
+    assert_eq!(ep["state"], "locked");
+    assert_eq!(app.message(&key, &msg).await["state"], "held");
+    let second = app.publish(&key, "e2", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    app.advance_secs(3600.0);
+    app.deliver_retries().await;
+    assert_eq!(rx.seen().len(), 10, "a locked endpoint receives nothing, not even probes");
+    assert_eq!(app.message(&key, &second).await["state"], "held");
+
+    let ep_id = ep["id"].as_str().unwrap();
+    assert_eq!(app.post(&format!("/api/v1/endpoints/{ep_id}/unlock"), &key, json!({})).await.0, 403);
+    let (status, unlocked) = app.post(&format!("/api/v1/endpoints/{ep_id}/unlock"), ADMIN_TOKEN, json!({})).await;
+    assert_eq!(
+        (status, unlocked["state"].as_str(), unlocked["consecutive_failures"].as_u64()),
+        (200, Some("closed"), Some(0))
+    );
+    assert_eq!(app.deliver_retries().await + app.deliver_fresh().await, 2);
+    for id in [&msg, &second] {
+        assert_eq!(app.message(&key, id).await["state"], "delivered");
+    }
+    let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
+    let entry = &audit["data"][0];
+    assert_eq!((entry["action"].as_str(), entry["target"].as_str()), (Some("endpoint.unlock"), Some(ep_id)));
+    assert_eq!(entry["detail"]["released_messages"], 2);
+}
+
+#[tokio::test]
+async fn a_successful_probe_closes_the_circuit_and_waiting_messages_flow() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 100});
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    for _ in 0..5 {
+        rx.answer(500);
+    }
+    let first = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for _ in 0..4 {
+        app.advance_secs(1.0);
+        app.deliver_retries().await;
+    }
+    assert_eq!(endpoint(&app, &key).await["state"], "disabled");
+    // New messages wait for the probe too.
+    let mut waiting = Vec::new();
+    for i in 0..2 {
+        waiting.push(app.publish(&key, &format!("w{i}"), "t").await["message_ids"][0].as_str().unwrap().to_string());
+    }
+    app.deliver_fresh().await;
+    assert_eq!(rx.seen().len(), 5);
+    app.advance_secs(2.0);
+    app.deliver_retries().await;
+    assert_eq!(rx.seen().len(), 6, "one probe");
+    assert_eq!(endpoint(&app, &key).await["state"], "closed");
+    app.deliver_fresh().await;
+    assert_eq!(rx.seen().len(), 8, "after the probe, the others flow");
+    for id in waiting.iter().chain([&first]) {
+        let m = app.message(&key, id).await;
+        assert_eq!(m["state"], "delivered", "{id}");
+    }
+    assert_eq!(app.message(&key, &waiting[0]).await["attempt_count"], 1, "waiting spent no attempts");
+}
+
+#[tokio::test]
+async fn held_messages_expire_at_their_ttl() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"kind": "schedule", "delays_secs": [2], "max_attempts": 100, "ttl_secs": 60});
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    for _ in 0..20 {
+        rx.answer(503);
+    }
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for _ in 0..20 {
+        app.advance_secs(2.0);
+        app.deliver_retries().await;
+    }
+    assert_eq!(endpoint(&app, &key).await["state"], "locked");
+    assert_eq!(app.message(&key, &msg).await["state"], "held");
+    app.clock.advance_ms(60_000);
+    app.deliver_retries().await;
+    let m = app.message(&key, &msg).await;
+    assert_eq!((m["state"].as_str(), m["dead_reason"].as_str()), (Some("dead"), Some("expired")));
+}
+
+#[tokio::test]
+async fn one_endpoint_gets_at_most_its_share_of_workers() {
+    let app = TestApp::start_with(|s| s.delivery.endpoint_concurrency = 1).await;
+    let slow = TestReceiver::start().await;
+    let other = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "a", "url": slow.url, "event_types": ["a"]})).await;
+    app.subscribe(&key, json!({"name": "b", "url": other.url, "event_types": ["b"]})).await;
+    for i in 0..3 {
+        app.publish(&key, &format!("a{i}"), "a").await;
+    }
+    app.publish(&key, "b0", "b").await;
+    app.deliver_fresh().await;
+    assert_eq!((slow.seen().len(), other.seen().len()), (1, 1), "one at a time per endpoint");
+    assert_eq!(app.deliver_fresh().await, 0, "the others wait a moment rather than being claimed again at once");
+    for _ in 0..2 {
+        app.advance_secs(0.2);
+        app.deliver_fresh().await;
+    }
+    assert_eq!(slow.seen().len(), 3);
+    let (_, page) = app.get("/api/v1/messages?state=delivered", &key).await;
+    let counts: Vec<u64> =
+        page["data"].as_array().unwrap().iter().map(|m| m["attempt_count"].as_u64().unwrap()).collect();
+    assert_eq!(counts, vec![1; 4], "a message put back spent no attempt");
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Herald's one test command: Rust tests, then the end-to-end tests against the built binary.
+#
+#   ./test.sh                 # SQLite
+#   TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/herald_test ./test.sh
+#   ./test.sh -k preview -x   # extra arguments go to pytest
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+
+PYTHON=${PYTHON:-python3}
+VENV=end2end/.venv
+REQUIREMENTS=end2end/requirements.txt
+STAMP=$VENV/.requirements.sha256
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+case $TARGET_DIR in /*) ;; *) TARGET_DIR=$PWD/$TARGET_DIR ;; esac
+
+phase() { printf '\n==> %s\n' "$*"; }
+
+phase "[1/4] Python environment for the end-to-end tests ($VENV)"
+if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+fi
+wanted=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+if [[ ! -f $STAMP || $(<"$STAMP") != "$wanted" ]]; then
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS"
+    echo "$wanted" >"$STAMP"
+else
+    echo "requirements unchanged"
+fi
+
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by Playwright).
+CHROMIUM=/usr/bin/chromium
+if [[ ! -x $CHROMIUM ]]; then
+    if ((EUID == 0)); then
+        phase "installing Debian's chromium for the browser tests"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+    else
+        echo "error: $CHROMIUM is missing; the dashboard's browser tests need it:" >&2
+        echo "       sudo apt-get update && sudo apt-get install -y chromium" >&2
+        exit 1
+    fi
+fi
+[[ -x $CHROMIUM ]] || { echo "error: $CHROMIUM is still missing after apt-get install chromium" >&2; exit 1; }
+
+if [[ -n ${TEST_DATABASE_URL:-} ]]; then database="TEST_DATABASE_URL is set"; else database="SQLite only"; fi
+phase "[2/4] cargo test --workspace --exclude frontend ($database)"
+cargo test --workspace --exclude frontend
+
+phase "[3/4] cargo build -p server"
+cargo build -p server
+
+phase "[4/4] end-to-end tests (pytest end2end) against $TARGET_DIR/debug/herald"
+HERALD_BIN=$TARGET_DIR/debug/herald "$VENV/bin/python" -m pytest end2end -q -p no:cacheprovider "$@"
