@@ -8,6 +8,7 @@ on a condition) until a deadline.
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets
 import shutil
@@ -31,6 +32,11 @@ DEFAULT_DEBUG_BIN = REPO_ROOT / "target" / "debug" / "herald"
 DEFAULT_RELEASE_BIN = REPO_ROOT / "target" / "release" / "herald"
 
 T = TypeVar("T")
+
+# The key that seals subscription secrets, shared by every server of this test run: several
+# processes on one PostgreSQL database must agree on it. A test that wants Herald to generate its
+# own key passes `extra_env={"HERALD_SECRET_KEY": None}`.
+SECRET_KEY = base64.b64encode(secrets.token_bytes(32)).decode()
 
 
 def env_float(name: str, default: float) -> float:
@@ -240,6 +246,25 @@ class ApiClient:
         )
 
 
+def unique(name: str) -> str:
+    """`name` with a random suffix, for ids and event types no other test uses."""
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+def exponential(
+    min_delay: int, max_delay: int, max_attempts: int, ttl_secs: int = 3600, retry_on: Any = "all"
+) -> dict:
+    """A custom exponential retry policy (SPEC §3)."""
+    return {
+        "kind": "exponential",
+        "min_delay_secs": min_delay,
+        "max_delay_secs": max_delay,
+        "max_attempts": max_attempts,
+        "ttl_secs": ttl_secs,
+        "retry_on": retry_on,
+    }
+
+
 def cloud_event(event_id: str, event_type: str, source: str = "/shop", data: Any = None, **extra: Any) -> dict:
     """A CloudEvents 1.0 event in structured JSON form."""
     event = {
@@ -282,7 +307,7 @@ class HeraldServer:
         database_url: str,
         *,
         log_path: Path,
-        extra_env: dict[str, str] | None = None,
+        extra_env: dict[str, str | None] | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
     ):
         self.binary = Path(binary)
@@ -341,9 +366,14 @@ class HeraldServer:
                 "DATABASE_URL": self.database_url,
                 "HERALD_ADMIN_TOKEN": self.admin_token,
                 "HERALD_ALLOW_PRIVATE_TARGETS": "true",
+                "HERALD_SECRET_KEY": SECRET_KEY,
             }
         )
-        env.update(self.extra_env)
+        for name, value in self.extra_env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         log.write(f"\n=== {utc_stamp()} {self.binary} serve on {self.base_url} ({self.database_url})\n".encode())
         log.flush()

@@ -38,6 +38,8 @@ from harness import (
     TestDatabase,
     cloud_event,
     describe,
+    exponential,
+    unique,
     utc_stamp,
     wait_until,
 )
@@ -67,23 +69,6 @@ CRASH_RECLAIM_SECS = 60 + CRASH_LEASE_GRACE_SECS
 
 # ---------------------------------------------------------------------------------------------
 # Helpers
-
-
-def unique(name: str) -> str:
-    return f"{name}-{secrets.token_hex(3)}"
-
-
-def exponential(
-    min_delay: int, max_delay: int, max_attempts: int, ttl_secs: int = 3600, retry_on: Any = "all"
-) -> dict:
-    return {
-        "kind": "exponential",
-        "min_delay_secs": min_delay,
-        "max_delay_secs": max_delay,
-        "max_attempts": max_attempts,
-        "ttl_secs": ttl_secs,
-        "retry_on": retry_on,
-    }
 
 
 def subscribe(tenant: Tenant, url: str, event_type: str, retry_policy: Any, **extra: Any) -> dict:

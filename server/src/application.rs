@@ -9,11 +9,17 @@ use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 
 use crate::clock::{SharedClock, SystemClock};
+use crate::api::rate_limit::PublishLimiter;
 use crate::config::Settings;
+use crate::secrets::{Sealer, SecretKey};
 use crate::service::customers::ensure_admin_user;
+use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::state::AppState;
 use crate::worker::{Wakeup, Worker};
 use crate::{api, store, telemetry, ui};
+
+/// The `herald_meta` row naming the key the database's secrets are sealed with.
+const KEY_FINGERPRINT: &str = "secret_key_fingerprint";
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -23,6 +29,13 @@ pub enum StartError {
     Listen(String, std::io::Error),
     #[error("{0}")]
     Service(#[from] crate::service::ServiceError),
+    #[error("{0}")]
+    Key(#[from] crate::secrets::KeyError),
+    #[error(
+        "secret_key: this database's subscription secrets were sealed with another key; start Herald with that key \
+         (secret_key / HERALD_SECRET_KEY, or the herald.key file in data_dir)"
+    )]
+    WrongKey,
 }
 
 pub struct Application {
@@ -37,25 +50,37 @@ impl Application {
     }
 
     pub async fn build_with_clock(settings: Settings, clock: SharedClock) -> Result<Application, StartError> {
+        let sealer = Sealer::new(&SecretKey::resolve(&settings)?);
         let db = store::connect(&settings.database_url).await?;
         store::migrate(&db).await?;
+        if store::meta::get_or_insert(&db, KEY_FINGERPRINT, sealer.fingerprint()).await? != sealer.fingerprint() {
+            return Err(StartError::WrongKey);
+        }
         let listener =
             TcpListener::bind(&settings.listen).await.map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
+        let publish_limiter = PublishLimiter::new(&settings.limits);
         let state = AppState {
             db,
             settings: Arc::new(settings),
             clock,
             wake: Arc::new(Wakeup::default()),
             metrics: telemetry::metrics_handle(),
+            sealer: Arc::new(sealer),
+            publish_limiter: Arc::new(publish_limiter),
         };
         ensure_admin_user(&state).await?;
+        seal_plaintext_secrets(&state).await?;
         Ok(Application { state, listener, addr })
     }
 
     pub fn router(state: AppState) -> axum::Router {
-        let api = api::router().with_state(state.clone());
-        api.merge(ui::router(state.clone())).fallback(ui::not_found(state)).layer(TraceLayer::new_for_http())
+        let limits = state.settings.limits.clone();
+        let api = api::router(limits.max_body_bytes).with_state(state.clone());
+        api.merge(ui::router(state.clone()))
+            .fallback(ui::not_found(state))
+            .layer(axum::middleware::from_fn_with_state(limits, api::limits::guard_request))
+            .layer(TraceLayer::new_for_http())
     }
 
     /// Serves until `shutdown` turns true; the workers run unless `with_workers` is false.

@@ -19,8 +19,15 @@ pub struct Settings {
     pub allow_private_targets: bool,
     /// Mark the dashboard's session cookie `Secure` (serve it over HTTPS, e.g. behind a TLS proxy).
     pub secure_cookies: bool,
+    /// Base64 of the 32-byte key that seals subscription signing secrets in the database. When unset,
+    /// Herald generates one on first start and keeps it in `data_dir/herald.key`.
+    pub secret_key: Option<String>,
+    /// Where a generated key is kept: by default the SQLite database's directory, or the working
+    /// directory with PostgreSQL (set `secret_key` when several processes share one database).
+    pub data_dir: Option<String>,
     pub breaker: BreakerSettings,
     pub delivery: DeliverySettings,
+    pub limits: LimitSettings,
 }
 
 /// The circuit breaker's thresholds (SPEC §3).
@@ -51,6 +58,34 @@ pub struct DeliverySettings {
     pub lease_grace_secs: u64,
 }
 
+/// What one request may carry, and how fast one API key may publish.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    /// The largest request body, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// The deepest nesting of arrays and objects in a JSON body (400 beyond).
+    pub max_json_depth: usize,
+    /// The request line's target plus every header name and value, in bytes (431 beyond).
+    pub max_header_bytes: usize,
+    /// Publishes per second per API key (a token bucket); 0 turns the limit off.
+    pub publish_per_sec: f64,
+    /// How many publishes a key may send at once before the rate applies.
+    pub publish_burst: u32,
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            max_body_bytes: 4 * 1024 * 1024,
+            max_json_depth: 64,
+            max_header_bytes: 32 * 1024,
+            publish_per_sec: 0.0,
+            publish_burst: 100,
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -60,8 +95,11 @@ impl Default for Settings {
             admin_password: None,
             allow_private_targets: false,
             secure_cookies: false,
+            secret_key: None,
+            data_dir: None,
             breaker: BreakerSettings::default(),
             delivery: DeliverySettings::default(),
+            limits: LimitSettings::default(),
         }
     }
 }
@@ -173,19 +211,48 @@ impl Settings {
         if d.fresh_concurrency == 0 || d.retry_concurrency == 0 || d.endpoint_concurrency == 0 {
             return invalid("delivery", "concurrency must be at least 1");
         }
+        if let Some(key) = &self.secret_key {
+            if let Err(message) = crate::secrets::SecretKey::from_base64(key) {
+                return invalid("secret_key", &message);
+            }
+        }
+        let l = &self.limits;
+        if l.max_body_bytes < 1024 {
+            return invalid("limits.max_body_bytes", "must be at least 1024");
+        }
+        if l.max_json_depth < 4 {
+            return invalid("limits.max_json_depth", "must be at least 4");
+        }
+        if l.max_header_bytes < 1024 {
+            return invalid("limits.max_header_bytes", "must be at least 1024");
+        }
+        if !(l.publish_per_sec >= 0.0 && l.publish_per_sec.is_finite()) {
+            return invalid("limits.publish_per_sec", "must be 0 (off) or a positive number");
+        }
+        if l.publish_burst == 0 {
+            return invalid("limits.publish_burst", "must be at least 1");
+        }
         Ok(self)
     }
 }
 
-/// `HERALD_*` variables (with `HERALD_BREAKER_*` and `HERALD_DELIVERY_*` mapped
+/// `HERALD_*` variables (with `HERALD_BREAKER_*`, `HERALD_DELIVERY_*` and `HERALD_LIMITS_*` mapped
 /// into their sections) and the conventional `DATABASE_URL`. Other `HERALD_*`
 /// variables belong to other tools and are left alone.
 fn environment() -> Figment {
-    const TOP_LEVEL: &[&str] =
-        &["listen", "database_url", "admin_token", "admin_password", "allow_private_targets", "secure_cookies"];
+    const TOP_LEVEL: &[&str] = &[
+        "listen",
+        "database_url",
+        "admin_token",
+        "admin_password",
+        "allow_private_targets",
+        "secure_cookies",
+        "secret_key",
+        "data_dir",
+    ];
     let herald = Env::prefixed("HERALD_").filter_map(|key| {
         let key = key.as_str().to_ascii_lowercase();
-        for section in ["breaker", "delivery"] {
+        for section in ["breaker", "delivery", "limits"] {
             if let Some(rest) = key.strip_prefix(&format!("{section}_")) {
                 return Some(format!("{section}.{rest}").into());
             }

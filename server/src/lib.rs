@@ -6,6 +6,7 @@ pub mod application;
 pub mod clock;
 pub mod config;
 pub mod ids;
+pub mod secrets;
 pub mod service;
 pub mod state;
 pub mod store;

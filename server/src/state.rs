@@ -5,8 +5,10 @@ use std::sync::Arc;
 use metrics_exporter_prometheus::PrometheusHandle;
 use sea_orm::DatabaseConnection;
 
+use crate::api::rate_limit::PublishLimiter;
 use crate::clock::SharedClock;
 use crate::config::Settings;
+use crate::secrets::Sealer;
 use crate::worker::Wakeup;
 
 #[derive(Clone)]
@@ -17,6 +19,10 @@ pub struct AppState {
     /// Wakes the dispatcher the moment new messages are committed.
     pub wake: Arc<Wakeup>,
     pub metrics: PrometheusHandle,
+    /// Seals subscription secrets before they are stored, and opens them to sign.
+    pub sealer: Arc<Sealer>,
+    /// Publish budgets per API key.
+    pub publish_limiter: Arc<PublishLimiter>,
 }
 
 impl AppState {

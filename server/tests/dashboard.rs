@@ -209,3 +209,96 @@ async fn the_overview_counts_states_and_charts_the_last_hour() {
     assert!(html.contains("0 min ago: 1 delivered, 1 failed"), "{html}");
     assert!(html.contains("badge-delivered"), "{html}");
 }
+
+/// Everything the admin API shows of one customer, to compare before and after.
+async fn customer_snapshot(app: &TestApp, customer: &str) -> Vec<serde_json::Value> {
+    let mut parts = Vec::new();
+    for list in ["subscriptions", "messages", "endpoints"] {
+        let (_, page) = app.get(&format!("/api/v1/{list}?customer_id={customer}&limit=1000"), ADMIN_TOKEN).await;
+        for item in page["data"].as_array().unwrap() {
+            let id = item["id"].as_str().unwrap();
+            let detail = match list {
+                "endpoints" => item.clone(),
+                _ => app.get(&format!("/api/v1/{list}/{id}"), ADMIN_TOKEN).await.1,
+            };
+            parts.push(detail);
+        }
+    }
+    let (_, keys) = app.get("/api/v1/customers?limit=1000", ADMIN_TOKEN).await;
+    parts.push(keys);
+    parts
+}
+
+#[tokio::test]
+async fn no_server_function_acts_on_another_customers_objects() {
+    let app = TestApp::start_with(|s| {
+        s.breaker.disable_consecutive = 1;
+        s.breaker.lock_consecutive = 1;
+        s.breaker.lock_silence_secs = 0;
+    })
+    .await;
+    let (acme, key_a) = customer_user(&app, "acme", "alice").await;
+    customer_user(&app, "globex", "bob").await;
+    let sub = app
+        .subscribe(&key_a, json!({"name": "acme-orders", "url": "http://127.0.0.1:9/refused", "event_types": ["*"]}))
+        .await;
+    let sub_id = sub["id"].as_str().unwrap().to_string();
+    let secret = sub["secret"].as_str().unwrap().to_string();
+    let msg = app.publish(&key_a, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    let (_, endpoints) = app.get("/api/v1/endpoints", &key_a).await;
+    let endpoint_id = endpoints["data"][0]["id"].as_str().unwrap().to_string();
+    let (_, key_page) = app.post(&format!("/api/v1/customers/{acme}/api-keys"), ADMIN_TOKEN, json!({"name": "k"})).await;
+    let key_id = key_page["id"].as_str().unwrap().to_string();
+    let before = customer_snapshot(&app, &acme).await;
+
+    let mut bob = Browser::new(&app);
+    bob.login("bob", "password-123").await;
+    let cookie = bob.cookie.clone().expect("bob is logged in");
+    let victims = [&sub_id, &msg, &endpoint_id, &acme, &key_id];
+    let paths: Vec<(&str, _)> = leptos::server_fn::axum::server_fn_paths().collect();
+    assert!(paths.len() >= 20, "the server functions are registered: {paths:?}");
+    let mut calls = 0;
+    for (path, method) in &paths {
+        if path.contains("login") || path.contains("logout") {
+            continue;
+        }
+        for victim in victims {
+            let fields = [
+                ("id", victim.as_str()),
+                ("customer_id", acme.as_str()),
+                ("key_id", key_id.as_str()),
+                ("subscription_id", sub_id.as_str()),
+                ("filter[subscription_id]", sub_id.as_str()),
+                ("name", "hijacked"),
+                ("url", "http://127.0.0.1:9/hijacked"),
+                ("event_types", "*"),
+                ("status", "paused"),
+                ("state", "dead"),
+            ];
+            let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
+            let url = format!("{}{path}", app.base);
+            let request = if *method == reqwest::Method::GET {
+                bob.http.get(format!("{url}?{body}"))
+            } else {
+                bob.http.post(url).header("content-type", "application/x-www-form-urlencoded").body(body)
+            };
+            let resp = request
+                .header(COOKIE, &cookie)
+                .header("origin", &app.base)
+                .header(ACCEPT, "application/json")
+                .send()
+                .await
+                .unwrap();
+            calls += 1;
+            let text = resp.text().await.unwrap();
+            for secret_or_id in [&secret, &sub_id, &msg, &endpoint_id, &acme, &key_id, &"acme-orders".to_string()] {
+                assert!(!text.contains(secret_or_id.as_str()), "{path} with {victim} showed {secret_or_id}: {text}");
+            }
+        }
+    }
+    assert!(calls >= 100, "{calls}");
+    assert_eq!(customer_snapshot(&app, &acme).await, before, "bob changed nothing of acme's");
+    let (_, own) = app.get(&format!("/api/v1/subscriptions/{sub_id}"), &key_a).await;
+    assert_eq!(own["secret"], secret.as_str(), "the secret was not rotated");
+}

@@ -212,21 +212,19 @@ async fn a_crashed_delivery_is_reclaimed_after_its_lease_without_spending_an_att
 }
 
 #[tokio::test]
-async fn names_that_resolve_to_private_addresses_are_blocked() {
+async fn localhost_names_are_refused_like_loopback_addresses() {
     let app = TestApp::start_with(|s| s.allow_private_targets = false).await;
-    let rx = TestReceiver::start().await;
     let (_, key) = app.customer("acme").await;
-    let port = rx.url.rsplit(':').next().unwrap().to_string();
-    subscribe(&app, &key, format!("http://localhost:{port}/x"), json!({})).await;
-    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
-    app.deliver_fresh().await;
-    let d = app.message(&key, &msg).await;
-    assert_eq!((d["state"].as_str(), d["dead_reason"].as_str()), (Some("dead"), Some("non_retryable")));
-    assert_eq!(
-        (d["attempts"][0]["error_kind"].as_str(), d["attempts"][0]["outcome"].as_str()),
-        (Some("blocked_target"), Some("permanent"))
-    );
-    assert!(rx.seen().is_empty(), "nothing reached the private address");
+    for url in ["http://localhost:9/x", "http://LOCALHOST./x", "http://api.localhost/x", "http://127.1:9/x"] {
+        let body = json!({"name": "s", "url": url, "event_types": ["*"]});
+        let (status, problem) = app.post("/api/v1/subscriptions", &key, body).await;
+        assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some("url")), "{url}: {problem}");
+    }
+    let sub = subscribe(&app, &key, "http://example.com/x".into(), json!({})).await;
+    let path = format!("/api/v1/subscriptions/{}", sub["id"].as_str().unwrap());
+    let (status, _) =
+        app.call(reqwest::Method::PATCH, &path, Some(&key), Some(json!({"url": "http://localhost:9/x"}))).await;
+    assert_eq!(status, 422, "a change of URL is checked the same way");
 }
 
 #[tokio::test]

@@ -35,25 +35,19 @@ impl CloudEvent {
         }
         for name in ["id", "source", "type"] {
             match raw.get(name) {
-                Some(Value::String(v)) if v.is_empty() => {
-                    errors.push(FieldError::new(field(name), "must not be empty"))
-                }
                 Some(Value::String(v)) if v.len() > MAX_ATTRIBUTE_LEN => {
                     errors.push(FieldError::new(field(name), format!("must be at most {MAX_ATTRIBUTE_LEN} bytes")))
                 }
-                Some(Value::String(v)) if v.contains('\0') => {
-                    errors.push(FieldError::new(field(name), "must not contain NUL characters"))
-                }
-                Some(Value::String(_)) => {}
+                Some(Value::String(v)) => check_string(v, &field(name), &mut errors),
                 Some(_) => errors.push(FieldError::new(field(name), "must be a string")),
                 None => errors.push(FieldError::new(field(name), "is required")),
             }
         }
         for name in ["datacontenttype", "dataschema", "subject"] {
-            if let Some(v) = raw.get(name) {
-                if !v.is_string() {
-                    errors.push(FieldError::new(field(name), "must be a string"));
-                }
+            match raw.get(name) {
+                Some(Value::String(v)) => check_string(v, &field(name), &mut errors),
+                Some(_) => errors.push(FieldError::new(field(name), "must be a string")),
+                None => {}
             }
         }
         if let Some(time) = raw.get("time") {
@@ -75,10 +69,16 @@ impl CloudEvent {
             if CONTEXT_ATTRIBUTES.contains(&name.as_str()) || name == "data" || name == "data_base64" {
                 continue;
             }
+            // An empty name is shown quoted, so that the error still names a field.
+            let shown = if name.is_empty() { field("\"\"") } else { field(name) };
             if !is_extension_name(name) {
-                errors.push(FieldError::new(field(name), "extension names are 1 to 20 lowercase letters or digits"));
-            } else if !(value.is_string() || value.is_number() || value.is_boolean()) {
-                errors.push(FieldError::new(field(name), "an extension value must be a string, number or boolean"));
+                errors.push(FieldError::new(shown, "extension names are 1 to 20 lowercase letters or digits"));
+            } else if let Value::String(text) = value {
+                if text.chars().any(is_control) {
+                    errors.push(FieldError::new(shown, "must not contain control characters"));
+                }
+            } else if !(value.is_number() || value.is_boolean()) {
+                errors.push(FieldError::new(shown, "an extension value must be a string, number or boolean"));
             }
         }
         if errors.is_empty() { Ok(CloudEvent { raw }) } else { Err(errors) }
@@ -158,6 +158,20 @@ pub struct BinaryMessage {
     pub body: Vec<u8>,
 }
 
+/// CloudEvents strings are non-empty here and hold no control characters (U+0000–U+001F,
+/// U+007F–U+009F), which could never travel in a binary-mode header.
+fn check_string(value: &str, field: &str, errors: &mut Vec<FieldError>) {
+    if value.is_empty() {
+        errors.push(FieldError::new(field, "must not be empty"));
+    } else if value.chars().any(is_control) {
+        errors.push(FieldError::new(field, "must not contain control characters (such as NUL or a line break)"));
+    }
+}
+
+fn is_control(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
+}
+
 fn is_extension_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 20 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
@@ -167,12 +181,12 @@ fn is_json_type(content_type: &str) -> bool {
     essence == "application/json" || essence.ends_with("+json") || essence == "text/json"
 }
 
-/// The HTTP binding's header encoding: printable ASCII except `"` and `%` stays,
-/// everything else is percent-encoded as UTF-8.
+/// The HTTP binding's header encoding: printable ASCII except space, `"` and `%` stays,
+/// everything else is percent-encoded as UTF-8 (so HTTP cannot trim a leading or trailing space).
 fn percent_encode_header(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {
-        if (0x20..0x7f).contains(&byte) && byte != b'"' && byte != b'%' {
+        if (0x21..0x7f).contains(&byte) && byte != b'"' && byte != b'%' {
             out.push(byte as char);
         } else {
             out.push_str(&format!("%{byte:02X}"));

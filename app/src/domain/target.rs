@@ -126,6 +126,19 @@ impl TargetUrl {
         }
     }
 
+    /// Whether the host is `localhost` or a name under it, which always means loopback (RFC 6761),
+    /// whatever a resolver says.
+    pub fn is_localhost_name(&self) -> bool {
+        let name = self.host.strip_suffix('.').unwrap_or(&self.host).to_ascii_lowercase();
+        matches!(self.url.host(), Some(Host::Domain(_))) && (name == "localhost" || name.ends_with(".localhost"))
+    }
+
+    /// Whether the URL names a private, loopback or reserved target without any DNS lookup: a literal
+    /// address in the block list, or a localhost name.
+    pub fn is_forbidden_literal(&self) -> bool {
+        self.literal_ip().is_some_and(is_forbidden_ip) || self.is_localhost_name()
+    }
+
     /// Host as in the URL (no brackets for IPv6).
     pub fn host(&self) -> &str {
         &self.host
@@ -416,6 +429,18 @@ mod tests {
             assert_eq!(t.literal_ip(), Some(expected), "{raw}");
             assert!(is_forbidden_ip(expected), "{raw} should be forbidden");
         }
+    }
+
+    #[test]
+    fn localhost_names_are_forbidden_without_a_lookup() {
+        for raw in ["http://localhost/", "http://LOCALHOST:8080/", "http://localhost./", "http://api.localhost/x"] {
+            let t = TargetUrl::parse(raw, "url").unwrap();
+            assert!(t.is_localhost_name() && t.is_forbidden_literal(), "{raw}");
+        }
+        for raw in ["http://localhost.example.com/", "http://mylocalhost/", "http://example.com/localhost"] {
+            assert!(!TargetUrl::parse(raw, "url").unwrap().is_forbidden_literal(), "{raw}");
+        }
+        assert!(TargetUrl::parse("http://0x7f.1/", "url").unwrap().is_forbidden_literal());
     }
 
     /// (raw, as_str, endpoint_key, host, port, literal ip)

@@ -8,8 +8,8 @@ use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::extract::{JsonBody, Params};
-use super::problem::{ApiResult, Problem};
-use super::schemas::{NameBody, UserBody};
+use super::problem::ApiResult;
+use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, NameBody, PageQuery, UserBody};
 use crate::service::{self, Principal, customers, page_request};
 use crate::state::AppState;
 
@@ -40,7 +40,7 @@ impl PageParams {
 }
 
 #[utoipa::path(post, path = "/api/v1/customers", request_body = NameBody, tag = "admin",
-    responses((status = 201, body = dto::Customer), (status = 403, body = Problem), (status = 422, body = Problem)))]
+    responses((status = 201, description = "The new customer", body = dto::Customer), AdminCreateErrors))]
 async fn create_customer(
     State(s): State<AppState>,
     who: Principal,
@@ -49,8 +49,8 @@ async fn create_customer(
     Ok((StatusCode::CREATED, Json(customers::create(&s, &who, &body.value).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/customers", tag = "admin", params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
-    responses((status = 200, body = dto::Page<dto::Customer>), (status = 403, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/customers", tag = "admin", params(PageQuery),
+    responses((status = 200, description = "Customers, newest first", body = dto::Page<dto::Customer>), AdminListErrors))]
 async fn list_customers(
     State(s): State<AppState>,
     who: Principal,
@@ -60,8 +60,9 @@ async fn list_customers(
 }
 
 #[utoipa::path(post, path = "/api/v1/customers/{id}/api-keys", request_body = NameBody, tag = "admin",
-    params(("id" = String, Path)),
-    responses((status = 201, body = dto::ApiKeyCreated), (status = 403, body = Problem), (status = 404, body = Problem)))]
+    params(("id" = String, Path, description = "The customer", pattern = r"^[^\x00]*$")),
+    responses((status = 201, description = "The new key; `token` is shown only here", body = dto::ApiKeyCreated),
+        AdminCreateUnderErrors))]
 async fn create_api_key(
     State(s): State<AppState>,
     who: Principal,
@@ -72,7 +73,7 @@ async fn create_api_key(
 }
 
 #[utoipa::path(post, path = "/api/v1/users", request_body = UserBody, tag = "admin",
-    responses((status = 201, body = dto::User), (status = 403, body = Problem), (status = 422, body = Problem)))]
+    responses((status = 201, description = "The new dashboard user", body = dto::User), AdminCreateErrors))]
 async fn create_user(
     State(s): State<AppState>,
     who: Principal,
@@ -81,8 +82,8 @@ async fn create_user(
     Ok((StatusCode::CREATED, Json(customers::create_user(&s, &who, &body.value).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
-    responses((status = 200, body = dto::Page<dto::AuditEntry>), (status = 403, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(PageQuery),
+    responses((status = 200, description = "Admin actions, newest first", body = dto::Page<dto::AuditEntry>), AdminListErrors))]
 async fn audit_log(
     State(s): State<AppState>,
     who: Principal,

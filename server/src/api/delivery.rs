@@ -9,8 +9,12 @@ use serde::Deserialize;
 
 use super::admin::PageParams;
 use super::extract::{JsonBody, Params};
-use super::problem::{ApiResult, Problem};
-use super::schemas::{BulkReplayBody, CloudEventBody, PreviewBody};
+use super::problem::ApiResult;
+use super::rate_limit::PublishPermit;
+use super::schemas::{
+    BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, ListErrors,
+    MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors, UnlockErrors,
+};
 use super::subscriptions::ListParams;
 use crate::service::messages::ListQuery;
 use crate::service::{Principal, endpoints, events, messages, policies};
@@ -34,13 +38,16 @@ struct CustomerParam {
 }
 
 #[utoipa::path(post, path = "/api/v1/events", tag = "events",
-    request_body(content = CloudEventBody, content_type = "application/cloudevents+json",
-        description = "One CloudEvent, or a JSON array of them as application/cloudevents-batch+json"),
-    params(("customer_id" = Option<String>, Query, description = "the customer, when the admin publishes")),
-    responses((status = 202, body = dto::PublishResult), (status = 422, body = Problem), (status = 400, body = Problem)))]
+    request_body(
+        content((CloudEventBody = "application/cloudevents+json"), (CloudEventBatch = "application/cloudevents-batch+json"),
+            (CloudEventBody = "application/json")),
+        description = "One CloudEvent, or a batch of 1 to 1000 as application/cloudevents-batch+json"),
+    params(CustomerQuery),
+    responses((status = 202, description = "Committed; one entry per event, in order (`duplicate` when `(source, id)` was published before)",
+        body = dto::PublishResult), PublishErrors))]
 async fn publish(
     State(s): State<AppState>,
-    who: Principal,
+    PublishPermit(who): PublishPermit,
     Params(q): Params<CustomerParam>,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
@@ -56,11 +63,8 @@ struct MessageParams {
     filter: ListQuery,
 }
 
-#[utoipa::path(get, path = "/api/v1/messages", tag = "messages",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query), ("subscription_id" = Option<String>, Query),
-        ("state" = Option<String>, Query), ("event_type" = Option<String>, Query), ("since" = Option<String>, Query),
-        ("until" = Option<String>, Query), ("customer_id" = Option<String>, Query)),
-    responses((status = 200, body = dto::Page<dto::Message>), (status = 400, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/messages", tag = "messages", params(MessageQuery),
+    responses((status = 200, description = "Messages, newest first", body = dto::Page<dto::Message>), ListErrors))]
 async fn list_messages(
     State(s): State<AppState>,
     who: Principal,
@@ -70,8 +74,9 @@ async fn list_messages(
     Ok(Json(messages::list(&s, &who, &p.filter, page).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/messages/{id}", tag = "messages", params(("id" = String, Path)),
-    responses((status = 200, body = dto::MessageDetail), (status = 404, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/messages/{id}", tag = "messages", params(("id" = String, Path, description = "The message", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The message with its event and every attempt", body = dto::MessageDetail),
+        ReadErrors))]
 async fn message_detail(
     State(s): State<AppState>,
     who: Principal,
@@ -80,8 +85,9 @@ async fn message_detail(
     Ok(Json(messages::detail(&s, &who, &id).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/messages/{id}/replay", tag = "messages", params(("id" = String, Path)),
-    responses((status = 200, body = dto::Message), (status = 404, body = Problem), (status = 409, body = Problem)))]
+#[utoipa::path(post, path = "/api/v1/messages/{id}/replay", tag = "messages", params(("id" = String, Path, description = "The message", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The message, due now (409 unless it was dead or delivered)", body = dto::Message),
+        ReplayErrors))]
 async fn replay_one(
     State(s): State<AppState>,
     who: Principal,
@@ -91,7 +97,7 @@ async fn replay_one(
 }
 
 #[utoipa::path(post, path = "/api/v1/messages/replay", tag = "messages", request_body = BulkReplayBody,
-    responses((status = 202, body = dto::ReplayResult), (status = 422, body = Problem)))]
+    responses((status = 202, description = "How many dead messages are due again", body = dto::ReplayResult), BodyErrors))]
 async fn replay_bulk(
     State(s): State<AppState>,
     who: Principal,
@@ -100,9 +106,9 @@ async fn replay_bulk(
     Ok((StatusCode::ACCEPTED, Json(messages::replay_bulk(&s, &who, &body.value).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query), ("customer_id" = Option<String>, Query)),
-    responses((status = 200, body = dto::Page<dto::Endpoint>)))]
+#[utoipa::path(get, path = "/api/v1/endpoints", tag = "endpoints", params(CustomerPageQuery),
+    responses((status = 200, description = "Endpoints (one circuit per target URL), newest first", body = dto::Page<dto::Endpoint>),
+        ListErrors))]
 async fn list_endpoints(
     State(s): State<AppState>,
     who: Principal,
@@ -112,14 +118,15 @@ async fn list_endpoints(
     Ok(Json(endpoints::list(&s, &who, p.customer_id.as_deref(), page).await?))
 }
 
-#[utoipa::path(post, path = "/api/v1/endpoints/{id}/unlock", tag = "endpoints", params(("id" = String, Path)),
-    responses((status = 200, body = dto::Endpoint), (status = 403, body = Problem), (status = 404, body = Problem)))]
+#[utoipa::path(post, path = "/api/v1/endpoints/{id}/unlock", tag = "endpoints", params(("id" = String, Path, description = "The endpoint", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The endpoint, closed with its counters reset", body = dto::Endpoint), UnlockErrors))]
 async fn unlock(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Endpoint>> {
     Ok(Json(endpoints::unlock(&s, &who, &id).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/retry-policies/preview", tag = "subscriptions", request_body = PreviewBody,
-    responses((status = 200, body = dto::Preview), (status = 422, body = Problem)))]
+    responses((status = 200, description = "When each attempt would start if all failed (no jitter)", body = dto::Preview),
+        BodyErrors))]
 async fn preview(_who: Principal, body: JsonBody) -> ApiResult<Json<dto::Preview>> {
     Ok(Json(policies::preview(&body.value)?))
 }

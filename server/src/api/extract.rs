@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::limits::nests_deeper_than;
 use super::problem::ApiError;
 use crate::ids::token_hash;
 use crate::service::Principal;
@@ -20,10 +21,10 @@ pub struct JsonBody {
     pub batch: bool,
 }
 
-impl<S: Send + Sync> FromRequest<S> for JsonBody {
+impl FromRequest<AppState> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -47,8 +48,11 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 ApiError::field("body", "could not be read")
             }
         })?;
+        let max_depth = state.settings.limits.max_json_depth;
         let value = if bytes.is_empty() {
             Value::Object(Default::default())
+        } else if nests_deeper_than(&bytes, max_depth) {
+            return Err(ApiError::field("body", &format!("nests arrays and objects deeper than {max_depth} levels")));
         } else {
             serde_json::from_slice(&bytes).map_err(|e| ApiError::field("body", &format!("is not valid JSON: {e}")))?
         };

@@ -4,7 +4,9 @@
 mod admin;
 mod delivery;
 pub mod extract;
+pub mod limits;
 pub mod problem;
+pub mod rate_limit;
 mod schemas;
 mod subscriptions;
 mod system;
@@ -17,16 +19,15 @@ use utoipa::{Modify, OpenApi};
 
 use crate::state::AppState;
 
-/// The largest request body accepted (a batch of events).
-pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-
-pub fn router() -> Router<AppState> {
+/// The REST routes, with bodies capped at `max_body_bytes` (a 413 problem+json beyond).
+pub fn router(max_body_bytes: usize) -> Router<AppState> {
     Router::new()
         .merge(system::router())
         .merge(admin::router())
         .merge(subscriptions::router())
         .merge(delivery::router())
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .method_not_allowed_fallback(|| async { problem::ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(max_body_bytes))
 }
 
 struct BearerAuth;

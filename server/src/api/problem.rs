@@ -14,8 +14,13 @@ pub enum ApiError {
     Unauthorized,
     BadRequest { detail: String, errors: Vec<FieldError> },
     PayloadTooLarge,
+    /// The request line and headers exceed this many bytes.
+    HeadersTooLarge(usize),
     UnsupportedMediaType(String),
     NotFound,
+    MethodNotAllowed,
+    /// Over the publish rate; retry after this many seconds.
+    RateLimited(u64),
 }
 
 #[derive(Serialize, utoipa::ToSchema)]
@@ -58,6 +63,10 @@ impl ApiError {
                 tracing::error!(error = %e, "database error");
                 (StatusCode::SERVICE_UNAVAILABLE, "the database did not answer; try again".into(), vec![])
             }
+            ApiError::Service(ServiceError::Unsealable(e)) => {
+                tracing::error!(error = %e, "opening a subscription secret failed");
+                (StatusCode::INTERNAL_SERVER_ERROR, "a stored secret could not be read".into(), vec![])
+            }
             ApiError::Unauthorized => {
                 (StatusCode::UNAUTHORIZED, "send a valid token as Authorization: Bearer <token>".into(), vec![])
             }
@@ -65,14 +74,31 @@ impl ApiError {
             ApiError::PayloadTooLarge => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "the request body is too large".into(), vec![])
             }
+            ApiError::HeadersTooLarge(max) => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                format!("the request's target and headers exceed {max} bytes"),
+                vec![],
+            ),
             ApiError::UnsupportedMediaType(detail) => (StatusCode::UNSUPPORTED_MEDIA_TYPE, detail, vec![]),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "no such route".into(), vec![]),
+            ApiError::MethodNotAllowed => {
+                (StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method".into(), vec![])
+            }
+            ApiError::RateLimited(secs) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("this API key is over its publish rate; retry in {secs} s"),
+                vec![],
+            ),
         }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = match self {
+            ApiError::RateLimited(secs) => Some(secs),
+            _ => None,
+        };
         let (status, detail, errors) = self.parts();
         let problem = Problem {
             kind: "about:blank".into(),
@@ -85,6 +111,9 @@ impl IntoResponse for ApiError {
         response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = retry_after {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

@@ -1,79 +1,480 @@
-//! Request shapes, for the OpenAPI document. Handlers read bodies field by
-//! field (so every error names its field); these types only describe them.
+//! What the OpenAPI document says about requests, and the error responses:
+//! the request bodies as handlers accept them (handlers read bodies field by
+//! field, so every error names its field; these types only describe them),
+//! the query parameters of the lists, and the problem+json answers. Every
+//! constraint here mirrors a check in the service layer, so that a client
+//! generated from the document sends what the server accepts.
 
-#![allow(dead_code)]
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
-use serde::Deserialize;
-use utoipa::ToSchema;
+use app::domain::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus};
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
+use utoipa::openapi::response::ResponseBuilder;
+use utoipa::openapi::schema::{
+    AdditionalProperties, AnyOfBuilder, ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema,
+    SchemaFormat, SchemaType, Type,
+};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required};
+use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
-#[derive(Deserialize, ToSchema)]
-pub struct NameBody {
-    pub name: String,
+/// Text the service accepts (`check_text`): not blank, no NUL.
+const TEXT: &str = r"^[^\x00]*[^\s\x00][^\x00]*$";
+/// Any text without NUL: what ids and filters in a path or query may hold.
+const NO_NUL: &str = r"^[^\x00]*$";
+/// CloudEvents strings: not empty, no control characters (U+0000–U+001F, U+007F–U+009F).
+const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]+$";
+const PRESETS: [&str; 3] = ["workfront", "event-grid", "eventarc"];
+
+fn ty(t: Type, nullable: bool) -> SchemaType {
+    if nullable { SchemaType::from_iter([t, Type::Null]) } else { SchemaType::new(t) }
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct UserBody {
-    pub username: String,
-    pub password: String,
-    /// `admin` or `customer`.
-    pub role: String,
-    pub customer_id: Option<String>,
+fn text(max_len: usize, nullable: bool) -> Object {
+    ObjectBuilder::new()
+        .schema_type(ty(Type::String, nullable))
+        .min_length(Some(1))
+        .max_length(Some(max_len))
+        .pattern(Some(TEXT))
+        .build()
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct SubscriptionBody {
-    pub name: String,
-    pub url: String,
-    pub event_types: Vec<String>,
-    /// A preset name (`workfront`, `event-grid`, `eventarc`), `{"kind": preset}`, or a custom policy.
-    #[schema(value_type = Object)]
-    pub retry_policy: Option<serde_json::Value>,
-    pub timeout_ms: Option<u32>,
-    /// `structured` (default) or `binary`.
-    pub content_mode: Option<String>,
-    /// `active` (default) or `paused`.
-    pub status: Option<String>,
-    /// The admin names the customer.
-    pub customer_id: Option<String>,
+fn integer(min: u32, max: u32, nullable: bool) -> Object {
+    ObjectBuilder::new().schema_type(ty(Type::Integer, nullable)).minimum(Some(min)).maximum(Some(max)).build()
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct SubscriptionPatch {
-    pub name: Option<String>,
-    pub url: Option<String>,
-    pub event_types: Option<Vec<String>>,
-    #[schema(value_type = Object)]
-    pub retry_policy: Option<serde_json::Value>,
-    pub timeout_ms: Option<u32>,
-    pub content_mode: Option<String>,
-    pub status: Option<String>,
+fn one_of_enum(values: &[&str], nullable: bool) -> Schema {
+    let values = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values.iter().copied())).build();
+    if nullable {
+        OneOfBuilder::new().item(values).item(ObjectBuilder::new().schema_type(Type::Null)).build().into()
+    } else {
+        values.into()
+    }
 }
 
-/// A CloudEvent 1.0 in JSON (`specversion`, `id`, `source`, `type`, optional
-/// attributes, `data` or `data_base64`, extensions).
-#[derive(Deserialize, ToSchema)]
-pub struct CloudEventBody {
-    pub specversion: String,
-    pub id: String,
-    pub source: String,
-    #[serde(rename = "type")]
-    pub event_type: String,
-    #[schema(value_type = Object)]
-    pub data: Option<serde_json::Value>,
+fn date_time(nullable: bool, description: &str) -> Object {
+    ObjectBuilder::new()
+        .schema_type(ty(Type::String, nullable))
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+        .description(Some(description))
+        .build()
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct BulkReplayBody {
-    pub subscription_id: Option<String>,
-    /// Must be `dead`.
-    pub state: String,
-    pub since: Option<String>,
-    pub until: Option<String>,
-    pub customer_id: Option<String>,
+fn closed_object() -> ObjectBuilder {
+    ObjectBuilder::new().schema_type(Type::Object).additional_properties(Some(AdditionalProperties::FreeForm(false)))
 }
 
-#[derive(Deserialize, ToSchema)]
-pub struct PreviewBody {
-    #[schema(value_type = Object)]
-    pub retry_policy: serde_json::Value,
+fn reference(name: &str) -> RefOr<Schema> {
+    RefOr::Ref(Ref::from_schema_name(name))
+}
+
+/// Declares request-body types whose schema is written by hand below; `[Other]` lists the named
+/// schemas it refers to, so that the document's components hold them.
+macro_rules! described {
+    ($($(#[$meta:meta])* $name:ident $([$($uses:ident),+])? => $schema:expr;)+) => {$(
+        $(#[$meta])*
+        pub struct $name;
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                $schema
+            }
+        }
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+            fn schemas(_schemas: &mut Vec<(String, RefOr<Schema>)>) {
+                $($(_schemas.push(($uses::name().into(), $uses::schema()));)+)?
+            }
+        }
+    )+};
+}
+
+described! {
+    /// `{"name"}` of a customer or an API key.
+    NameBody => closed_object().property("name", text(200, false)).required("name").into();
+
+    /// A dashboard user: a `customer` user names its customer, an `admin` does not.
+    UserBody => {
+        let mut body = closed_object()
+            .property("username", text(100, false))
+            .property("password", ObjectBuilder::new().schema_type(Type::String).min_length(Some(8)).max_length(Some(200)).pattern(Some(TEXT)))
+            .property("role", one_of_enum(&["admin", "customer"], false))
+            .property("customer_id", text(64, true))
+            .required("username")
+            .required("password")
+            .required("role")
+            .build();
+        let customer = ObjectBuilder::new()
+            .property("role", ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["customer"])))
+            .property("customer_id", ObjectBuilder::new().schema_type(Type::String))
+            .required("customer_id");
+        let admin = ObjectBuilder::new()
+            .property("role", ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["admin"])))
+            .property("customer_id", ObjectBuilder::new().schema_type(Type::Null));
+        // utoipa's Object has no `oneOf` next to `properties`: add it as a raw keyword.
+        let one_of = serde_json::json!([customer.build(), admin.build()]);
+        body.extensions.get_or_insert_with(Default::default).insert("oneOf".into(), one_of);
+        body.into()
+    };
+
+    /// A subscription to create. The admin names the customer in `customer_id`; a customer's key
+    /// may leave it out (it is ignored). (It also brings `SubscriptionPatch` into the document, which
+    /// `subscriptions::update` refers to by name.)
+    SubscriptionBody [RetryPolicy, SubscriptionPatch] => subscription_fields(closed_object(), false)
+        .property("customer_id", text(64, true))
+        .required("name")
+        .required("url")
+        .required("event_types")
+        .into();
+
+    /// The fields to change; absent or null fields stay as they are, and an empty body changes nothing.
+    SubscriptionPatch [RetryPolicy] => subscription_fields(closed_object(), true).into();
+
+    /// A retry policy: a preset name, a preset with overrides, or a custom `exponential` or `schedule`
+    /// policy. For `exponential`, `min_delay_secs` must not exceed `max_delay_secs` (factor 2; linear when
+    /// they are equal). Null fields take their defaults.
+    RetryPolicy => retry_policy();
+
+    /// `{"retry_policy"}` to preview.
+    PreviewBody [RetryPolicy] => closed_object().property("retry_policy", reference("RetryPolicy")).required("retry_policy").into();
+
+    /// Replays every `dead` message that matches. With the admin token, `customer_id` limits it to one
+    /// customer (all customers when absent).
+    BulkReplayBody => closed_object()
+        .property("state", one_of_enum(&["dead"], false))
+        .property("subscription_id", text(64, true))
+        .property("event_type", text(200, true))
+        .property("since", date_time(true, "RFC 3339"))
+        .property("until", date_time(true, "RFC 3339"))
+        .property("customer_id", text(64, true))
+        .required("state")
+        .into();
+
+    /// A CloudEvent 1.0 in JSON: `specversion`, `id`, `source`, `type`, optional attributes, `data` or
+    /// `data_base64` (not both), and extension attributes (names of 1 to 20 lowercase letters or digits,
+    /// values string, number or boolean).
+    CloudEventBody => cloud_event();
+}
+
+fn subscription_fields(builder: ObjectBuilder, patch: bool) -> ObjectBuilder {
+    let event_types = ArrayBuilder::new()
+        .schema_type(ty(Type::Array, patch))
+        .items(text(200, false))
+        .min_items(Some(1))
+        .max_items(Some(100))
+        .description(Some("Event types to deliver: exact types, or `*` for all"));
+    let url = ObjectBuilder::new()
+        .schema_type(ty(Type::String, patch))
+        .min_length(Some(1))
+        .max_length(Some(2048))
+        // What the server accepts is any absolute http(s) URL without credentials or whitespace (and,
+        // unless private targets are allowed, no private, loopback or link-local IP literal); this
+        // pattern is a plain subset of it: lowercase host names, an optional port and a simple path.
+        .pattern(Some(
+            r"^https?://[a-z]([a-z0-9-]*[a-z0-9])?(\.[a-z]([a-z0-9-]*[a-z0-9])?)*(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]*)*$",
+        ));
+    let policy = OneOfBuilder::new()
+        .item(reference("RetryPolicy"))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some("Default `event-grid`"));
+    builder
+        .property("name", text(200, patch))
+        .property("url", url)
+        .property("event_types", event_types)
+        .property("retry_policy", policy)
+        .property("timeout_ms", integer(1000, 60_000, true))
+        .property("content_mode", one_of_enum(&names(ContentMode::ALL, ContentMode::as_str), true))
+        .property("status", one_of_enum(&names(SubscriptionStatus::ALL, SubscriptionStatus::as_str), true))
+}
+
+fn names<T>(all: &'static [T], name: fn(&T) -> &'static str) -> Vec<&'static str> {
+    all.iter().map(name).collect()
+}
+
+fn retry_policy() -> RefOr<Schema> {
+    let retry_on = OneOfBuilder::new()
+        .item(one_of_enum(&["all", "transient"], false))
+        .item(ArrayBuilder::new().items(integer(100, 599, false)).min_items(Some(1)).max_items(Some(50)))
+        .item(ObjectBuilder::new().schema_type(Type::Null))
+        .description(Some(
+            "`all`, `transient` (408, 409, 429, 500, 502, 503, 504, timeouts and connection errors), or the status codes to retry",
+        ))
+        .build();
+    let common = |kinds: &[&str]| {
+        closed_object()
+            .property("kind", one_of_enum(kinds, false))
+            .property("max_attempts", integer(1, 100, true))
+            .property("ttl_secs", integer(1, 604_800, true))
+            .property("retry_on", Schema::OneOf(retry_on.clone()))
+            .required("kind")
+    };
+    let delays = ArrayBuilder::new().items(integer(1, 604_800, false)).min_items(Some(1)).max_items(Some(100));
+    let jitter = ObjectBuilder::new().schema_type(ty(Type::Number, true)).minimum(Some(0)).maximum(Some(0.5));
+    OneOfBuilder::new()
+        .item(one_of_enum(&PRESETS, false))
+        .item(common(&PRESETS))
+        .item(
+            common(&["exponential"])
+                .property("min_delay_secs", integer(1, 600, false))
+                .property("max_delay_secs", integer(1, 600, false))
+                .required("min_delay_secs")
+                .required("max_delay_secs"),
+        )
+        .item(common(&["schedule"]).property("delays_secs", delays).property("jitter", jitter).required("delays_secs"))
+        .into()
+}
+
+fn cloud_event() -> RefOr<Schema> {
+    let string = || ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).pattern(Some(NO_CONTROL));
+    let attribute = || string().max_length(Some(1024));
+    let extension = ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean]))
+        .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]*$"));
+    let names =
+        r"^(specversion|id|source|type|datacontenttype|dataschema|subject|time|data|data_base64|[a-z0-9]{1,20})$";
+    let mut event = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("specversion", one_of_enum(&["1.0"], false))
+        .property("id", attribute().description(Some("At most 1024 bytes; `(source, id)` is unique per customer")))
+        .property("source", attribute().description(Some("At most 1024 bytes")))
+        .property("type", attribute().description(Some("At most 1024 bytes")))
+        .property("datacontenttype", string())
+        .property("dataschema", string())
+        .property("subject", string())
+        .property("time", date_time(false, "RFC 3339"))
+        .property("data", ObjectBuilder::new().schema_type(SchemaType::AnyValue).description(Some("Any JSON value")))
+        .property(
+            "data_base64",
+            ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte))),
+        )
+        .required("specversion")
+        .required("id")
+        .required("source")
+        .required("type")
+        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(names))))
+        .additional_properties(Some(extension))
+        .build();
+    // utoipa's Object has no `not`: add it as a raw keyword.
+    let not_both = serde_json::json!({"required": ["data", "data_base64"]});
+    event.extensions.get_or_insert_with(Default::default).insert("not".into(), not_both);
+    event.into()
+}
+
+/// The batch form of publishing: `application/cloudevents-batch+json`.
+pub struct CloudEventBatch;
+
+impl PartialSchema for CloudEventBatch {
+    fn schema() -> RefOr<Schema> {
+        ArrayBuilder::new().items(reference("CloudEventBody")).min_items(Some(1)).max_items(Some(1000)).into()
+    }
+}
+
+impl ToSchema for CloudEventBatch {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("CloudEventBatch")
+    }
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((CloudEventBody::name().into(), CloudEventBody::schema()));
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Query parameters
+
+fn query(name: &str, schema: impl Into<RefOr<Schema>>, description: &str) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(ParameterIn::Query)
+        .required(Required::False)
+        .schema(Some(schema))
+        .description(Some(description))
+        .build()
+}
+
+/// An empty value means the parameter is absent (as HTML forms send it).
+fn or_empty(schema: impl Into<RefOr<Schema>>) -> Schema {
+    let empty = ObjectBuilder::new().schema_type(Type::String).max_length(Some(0));
+    AnyOfBuilder::new().item(schema).item(empty).build().into()
+}
+
+fn page_params() -> Vec<Parameter> {
+    let limit = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(1000));
+    // Opaque: only `next_cursor` values are valid. Each is base64url without padding of `c1:` and an
+    // id, so it starts with `YzE6`; not every string of this pattern is a cursor (422 otherwise).
+    let cursor = ObjectBuilder::new().schema_type(Type::String).pattern(Some(r"^YzE6[A-Za-z0-9_-]+$"));
+    vec![
+        query("limit", or_empty(limit), "Page size, 1 to 1000 (default 50)"),
+        query("cursor", or_empty(cursor), "`next_cursor` of the previous page"),
+    ]
+}
+
+fn id_filter() -> Object {
+    ObjectBuilder::new().schema_type(Type::String).pattern(Some(NO_NUL)).build()
+}
+
+fn customer_param() -> Parameter {
+    query(
+        "customer_id",
+        id_filter(),
+        "With the admin token: the customer to act for (lists: only its objects). Ignored for a customer's key",
+    )
+}
+
+/// `limit` and `cursor`.
+pub struct PageQuery;
+
+impl IntoParams for PageQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        page_params()
+    }
+}
+
+/// `limit`, `cursor` and the admin's `customer_id`.
+pub struct CustomerPageQuery;
+
+impl IntoParams for CustomerPageQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let mut params = page_params();
+        params.push(customer_param());
+        params
+    }
+}
+
+/// The admin's `customer_id` (required with the admin token).
+pub struct CustomerQuery;
+
+impl IntoParams for CustomerQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![customer_param()]
+    }
+}
+
+/// The delivery log's filters.
+pub struct MessageQuery;
+
+impl IntoParams for MessageQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let state = one_of_enum(&names(MessageState::ALL, MessageState::as_str), false);
+        let mut params = page_params();
+        params.extend([
+            query("subscription_id", id_filter(), "Only this subscription's messages"),
+            query("state", or_empty(state), "Only messages in this state"),
+            query("event_type", id_filter(), "Only events of this type"),
+            query("since", or_empty(date_time(false, "RFC 3339")), "Created at or after this RFC 3339 time"),
+            query("until", or_empty(date_time(false, "RFC 3339")), "Created before this RFC 3339 time"),
+            customer_param(),
+        ]);
+        params
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Error responses: RFC 9457 problem+json
+
+fn problem(status: u16) -> (String, RefOr<utoipa::openapi::response::Response>) {
+    let description = match status {
+        400 => {
+            "The request is malformed: not JSON, too deeply nested, or a path or query that is not UTF-8 or holds NUL"
+        }
+        401 => "No valid bearer token",
+        403 => "Only the admin token may do this",
+        404 => "No such object (another customer's objects answer 404 too)",
+        405 => "The route does not take this method",
+        409 => "The object's state does not allow this",
+        413 => "The body is too large",
+        415 => "The body is not JSON",
+        422 => "Validation failed: `errors` names every bad field",
+        429 => "This API key is over its publish rate: retry after `Retry-After` seconds",
+        431 => "The request target and headers are too large",
+        500 => "A stored secret could not be read",
+        503 => "The database did not answer; try again",
+        _ => "Error",
+    };
+    let content = ContentBuilder::new().schema(Some(reference("Problem"))).build();
+    let mut response = ResponseBuilder::new().description(description).content("application/problem+json", content);
+    if status == 429 {
+        let seconds = utoipa::openapi::header::HeaderBuilder::new()
+            .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)))
+            .description(Some("Seconds to wait"))
+            .build();
+        response = response.header("Retry-After", seconds);
+    }
+    (status.to_string(), response.build().into())
+}
+
+/// Declares a set of problem responses for `responses(...)`.
+macro_rules! problems {
+    ($($(#[$meta:meta])* $name:ident = [$($status:literal),+];)+) => {$(
+        $(#[$meta])*
+        pub struct $name;
+        impl IntoResponses for $name {
+            fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::response::Response>> {
+                [$($status),+].into_iter().map(problem).collect()
+            }
+        }
+    )+};
+}
+
+// Every API route may answer 400 (a path or query with NUL or invalid UTF-8), 401, 431 and 503.
+problems! {
+    /// An admin-only list.
+    AdminListErrors = [400, 401, 403, 422, 431, 503];
+    /// An admin-only create with a JSON body.
+    AdminCreateErrors = [400, 401, 403, 413, 415, 422, 431, 503];
+    /// An admin-only create under a parent object.
+    AdminCreateUnderErrors = [400, 401, 403, 404, 413, 415, 422, 431, 503];
+    /// A customer-scoped list.
+    ListErrors = [400, 401, 422, 431, 503];
+    /// One object by id.
+    ReadErrors = [400, 401, 404, 431, 503];
+    /// One object by id, with its signing secret.
+    SecretReadErrors = [400, 401, 404, 431, 500, 503];
+    /// A change with a JSON body to one object by id, answering it with its secret.
+    UpdateErrors = [400, 401, 404, 413, 415, 422, 431, 500, 503];
+    /// A customer-scoped create with a JSON body (404: the admin named no such customer).
+    CreateErrors = [400, 401, 404, 413, 415, 422, 431, 503];
+    /// A request with a JSON body that only validates.
+    BodyErrors = [400, 401, 413, 415, 422, 431, 503];
+    /// Replaying one message.
+    ReplayErrors = [400, 401, 404, 409, 431, 503];
+    /// Unlocking an endpoint.
+    UnlockErrors = [400, 401, 403, 404, 431, 503];
+    /// Publishing.
+    PublishErrors = [400, 401, 404, 409, 413, 415, 422, 429, 431, 503];
+    /// Open routes: only the request guard answers errors.
+    OpenErrors = [400, 431];
+}
+
+/// What `/healthz` answers: `{"status"}`, `ok` or `database unavailable`.
+pub struct Health;
+
+impl PartialSchema for Health {
+    fn schema() -> RefOr<Schema> {
+        let status = ObjectBuilder::new().schema_type(Type::String).description(Some("`ok` or `database unavailable`"));
+        ObjectBuilder::new().schema_type(Type::Object).property("status", status).required("status").into()
+    }
+}
+
+impl ToSchema for Health {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Health")
+    }
+
+    /// Also the named state schemas, as the JSON spells them. `ApiDoc` registers the derived ones
+    /// of `app::domain::states`, whose variant names (`Pending`) utoipa takes without the serde
+    /// renames that `text_enum!` passes through a macro; the schemas of the paths are added after
+    /// and replace them. (The fields of the answers inline the same lists, see `dto::openapi`.)
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        let mut named = |name: &str, values: Vec<&'static str>| {
+            schemas.push((name.to_string(), one_of_enum(&values, false).into()));
+        };
+        named("MessageState", names(MessageState::ALL, MessageState::as_str));
+        named("Outcome", names(Outcome::ALL, Outcome::as_str));
+        named("ErrorKind", names(ErrorKind::ALL, ErrorKind::as_str));
+        named("EndpointState", names(EndpointState::ALL, EndpointState::as_str));
+        named("ContentMode", names(ContentMode::ALL, ContentMode::as_str));
+        named("SubscriptionStatus", names(SubscriptionStatus::ALL, SubscriptionStatus::as_str));
+        named("Role", names(Role::ALL, Role::as_str));
+    }
 }

@@ -9,8 +9,10 @@ use serde::Deserialize;
 
 use super::admin::PageParams;
 use super::extract::{JsonBody, Params};
-use super::problem::{ApiResult, Problem};
-use super::schemas::{SubscriptionBody, SubscriptionPatch};
+use super::problem::ApiResult;
+use super::schemas::{
+    CreateErrors, CustomerPageQuery, ListErrors, ReadErrors, SecretReadErrors, SubscriptionBody, UpdateErrors,
+};
 use crate::service::{Principal, subscriptions};
 use crate::state::AppState;
 
@@ -29,7 +31,8 @@ pub struct ListParams {
 }
 
 #[utoipa::path(post, path = "/api/v1/subscriptions", request_body = SubscriptionBody, tag = "subscriptions",
-    responses((status = 201, body = dto::Subscription), (status = 422, body = Problem), (status = 401, body = Problem)))]
+    responses((status = 201, description = "The new subscription, with its signing `secret`", body = dto::Subscription),
+        CreateErrors))]
 async fn create(
     State(s): State<AppState>,
     who: Principal,
@@ -38,9 +41,9 @@ async fn create(
     Ok((StatusCode::CREATED, Json(subscriptions::create(&s, &who, &body.value).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/subscriptions", tag = "subscriptions",
-    params(("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query), ("customer_id" = Option<String>, Query)),
-    responses((status = 200, body = dto::Page<dto::Subscription>), (status = 401, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/subscriptions", tag = "subscriptions", params(CustomerPageQuery),
+    responses((status = 200, description = "Subscriptions, newest first (without secrets)", body = dto::Page<dto::Subscription>),
+        ListErrors))]
 async fn list(
     State(s): State<AppState>,
     who: Principal,
@@ -50,15 +53,21 @@ async fn list(
     Ok(Json(subscriptions::list(&s, &who, p.customer_id.as_deref(), page).await?))
 }
 
-#[utoipa::path(get, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path)),
-    responses((status = 200, body = dto::Subscription), (status = 404, body = Problem)))]
+#[utoipa::path(get, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The subscription, with its signing `secret`", body = dto::Subscription),
+        SecretReadErrors))]
 async fn read(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::get(&s, &who, &id).await?))
 }
 
-#[utoipa::path(patch, path = "/api/v1/subscriptions/{id}", request_body = SubscriptionPatch, tag = "subscriptions",
-    params(("id" = String, Path)),
-    responses((status = 200, body = dto::Subscription), (status = 404, body = Problem), (status = 422, body = Problem)))]
+#[utoipa::path(patch, path = "/api/v1/subscriptions/{id}", tag = "subscriptions",
+    // By reference: an empty body is allowed (it changes nothing), but `null` is not, and utoipa
+    // would document `Option<SubscriptionPatch>` as nullable.
+    request_body(content = ref("#/components/schemas/SubscriptionPatch"),
+        description = "The fields to change; an empty body changes nothing", content_type = "application/json"),
+    params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The changed subscription, with its signing `secret`", body = dto::Subscription),
+        UpdateErrors))]
 async fn update(
     State(s): State<AppState>,
     who: Principal,
@@ -68,15 +77,17 @@ async fn update(
     Ok(Json(subscriptions::update(&s, &who, &id, &body.value).await?))
 }
 
-#[utoipa::path(delete, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path)),
-    responses((status = 204), (status = 404, body = Problem)))]
+#[utoipa::path(delete, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
+    responses((status = 204, description = "Deleted; its undelivered messages are dead with `subscription_deleted`"),
+        ReadErrors))]
 async fn remove(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<StatusCode> {
     subscriptions::delete(&s, &who, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[utoipa::path(post, path = "/api/v1/subscriptions/{id}/rotate-secret", tag = "subscriptions", params(("id" = String, Path)),
-    responses((status = 200, body = dto::Subscription), (status = 404, body = Problem)))]
+#[utoipa::path(post, path = "/api/v1/subscriptions/{id}/rotate-secret", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The subscription with its new `secret`; the old one signs for 24 h more",
+        body = dto::Subscription), ReadErrors))]
 async fn rotate_secret(
     State(s): State<AppState>,
     who: Principal,

@@ -28,6 +28,8 @@ pub enum ServiceError {
     Conflict(String),
     #[error("database: {0}")]
     Db(#[from] DbErr),
+    #[error("{0}")]
+    Unsealable(#[from] crate::secrets::Unsealable),
 }
 
 impl ServiceError {

@@ -6,12 +6,13 @@ use app::domain::input::{Fields, check_text};
 use app::domain::policy::RetryPolicy;
 use app::domain::signing::secret_from_bytes;
 use app::domain::states::{ContentMode, EndpointState, SubscriptionStatus};
-use app::domain::target::{TargetUrl, is_forbidden_ip};
+use app::domain::target::TargetUrl;
 use sea_orm::TransactionTrait;
 use serde_json::Value;
 
 use super::{Principal, Result, ServiceError, views};
 use crate::ids::{new_id, random_bytes};
+use crate::secrets::Sealer;
 use crate::state::AppState;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
@@ -44,7 +45,7 @@ fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Ch
     };
     if let Some(raw) = f.string("url", creating, 2048) {
         match TargetUrl::parse(&raw, "url") {
-            Ok(url) if !allow_private && url.literal_ip().is_some_and(is_forbidden_ip) => {
+            Ok(url) if !allow_private && url.is_forbidden_literal() => {
                 f.error("url", "targets a private, loopback or link-local address")
             }
             Ok(url) => c.url = Some(url),
@@ -117,8 +118,11 @@ pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<d
     let policy = c.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
     let txn = state.db.begin().await?;
     let endpoint = endpoints::get_or_create(&txn, new_endpoint(state, &customer_id, &url)).await?;
+    let id = new_id("sub");
+    let secret = secret_from_bytes(random_bytes::<32>());
     let row = subscription::Model {
-        id: new_id("sub"),
+        secret: state.sealer.seal(&secret, &id),
+        id,
         customer_id,
         name: c.name.unwrap_or_default(),
         url: url.as_str().to_string(),
@@ -128,7 +132,6 @@ pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<d
         timeout_ms: c.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS) as i32,
         content_mode: c.content_mode.unwrap_or(ContentMode::Structured).as_str().into(),
         status: c.status.unwrap_or(SubscriptionStatus::Active).as_str().into(),
-        secret: secret_from_bytes(random_bytes::<32>()),
         previous_secret: None,
         previous_secret_expires_at: None,
         created_at: now,
@@ -136,7 +139,7 @@ pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<d
     };
     subscriptions::insert(&txn, row.clone()).await?;
     txn.commit().await?;
-    Ok(views::subscription(row, true))
+    Ok(views::subscription(row, Some(secret)))
 }
 
 /// A subscription the caller may see, or NotFound.
@@ -148,7 +151,13 @@ async fn visible(state: &AppState, who: &Principal, id: &str) -> Result<subscrip
 }
 
 pub async fn get(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
-    Ok(views::subscription(visible(state, who, id).await?, true))
+    with_secret(state, visible(state, who, id).await?)
+}
+
+/// The subscription as its owner sees it, with its current secret opened.
+fn with_secret(state: &AppState, row: subscription::Model) -> Result<dto::Subscription> {
+    let secret = state.sealer.open(&row.secret, &row.id)?;
+    Ok(views::subscription(row, Some(secret)))
 }
 
 pub async fn list(
@@ -159,7 +168,7 @@ pub async fn list(
 ) -> Result<dto::Page<dto::Subscription>> {
     let rows = subscriptions::list(&state.db, who.customer_filter(customer_id).as_deref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(|r| views::subscription(r, false)).collect(), next_cursor })
+    Ok(dto::Page { data: rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor })
 }
 
 pub async fn update(state: &AppState, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
@@ -195,7 +204,7 @@ pub async fn update(state: &AppState, who: &Principal, id: &str, body: &Value) -
     row.updated_at = state.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
     txn.commit().await?;
-    Ok(views::subscription(row, true))
+    with_secret(state, row)
 }
 
 /// Deletes the subscription; its undelivered messages end `dead` with
@@ -213,11 +222,23 @@ pub async fn delete(state: &AppState, who: &Principal, id: &str) -> Result<()> {
 pub async fn rotate_secret(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
     let mut row = visible(state, who, id).await?;
     let now = state.now_ms();
-    row.previous_secret = Some(std::mem::replace(&mut row.secret, secret_from_bytes(random_bytes::<32>())));
+    let secret = secret_from_bytes(random_bytes::<32>());
+    row.previous_secret = Some(std::mem::replace(&mut row.secret, state.sealer.seal(&secret, &row.id)));
     row.previous_secret_expires_at = Some(now + ROTATION_OVERLAP_MS);
     row.updated_at = now;
     subscriptions::update(&state.db, row.clone()).await?;
-    Ok(views::subscription(row, true))
+    Ok(views::subscription(row, Some(secret)))
+}
+
+/// Seals any secret still stored in plaintext (written before secrets were sealed at rest).
+pub async fn seal_plaintext_secrets(state: &AppState) -> Result<()> {
+    for mut row in subscriptions::with_plaintext_secrets(&state.db).await? {
+        let seal = |value: &str| if Sealer::is_sealed(value) { value.to_string() } else { state.sealer.seal(value, &row.id) };
+        row.secret = seal(&row.secret);
+        row.previous_secret = row.previous_secret.as_deref().map(seal);
+        subscriptions::update(&state.db, row).await?;
+    }
+    Ok(())
 }
 
 /// Whether a subscription wants this event type.

@@ -16,7 +16,8 @@ pub fn customer(row: customer::Model) -> dto::Customer {
     dto::Customer { id: row.id, name: row.name, created_at: to_utc(row.created_at) }
 }
 
-pub fn subscription(row: subscription::Model, with_secret: bool) -> dto::Subscription {
+/// A subscription; `secret` is the opened signing secret, shown only to its owner's single reads.
+pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Subscription {
     dto::Subscription {
         id: row.id,
         customer_id: row.customer_id,
@@ -30,7 +31,7 @@ pub fn subscription(row: subscription::Model, with_secret: bool) -> dto::Subscri
         endpoint_id: row.endpoint_id,
         created_at: to_utc(row.created_at),
         updated_at: to_utc(row.updated_at),
-        secret: with_secret.then_some(row.secret),
+        secret,
     }
 }
 

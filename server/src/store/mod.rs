@@ -9,6 +9,7 @@ pub mod endpoints;
 pub mod entities;
 pub mod events;
 pub mod messages;
+pub mod meta;
 pub mod notify;
 pub mod page;
 pub mod sessions;

@@ -51,3 +51,16 @@ pub async fn active_for_customer(
 ) -> Result<Vec<subscription::Model>, DbErr> {
     Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
 }
+
+/// Subscriptions whose current or previous secret is not sealed yet.
+pub async fn with_plaintext_secrets(db: &impl ConnectionTrait) -> Result<Vec<subscription::Model>, DbErr> {
+    let unsealed = |column: Column| column.not_like(format!("{}%", crate::secrets::SEALED_PREFIX));
+    Subscriptions::find()
+        .filter(
+            sea_orm::Condition::any()
+                .add(unsealed(Column::Secret))
+                .add(sea_orm::Condition::all().add(Column::PreviousSecret.is_not_null()).add(unsealed(Column::PreviousSecret))),
+        )
+        .all(db)
+        .await
+}

@@ -44,6 +44,10 @@ fn ui_error(e: ServiceError) -> UiError {
             tracing::error!(error = %e, "database error in the dashboard");
             UiError::Internal
         }
+        ServiceError::Unsealable(e) => {
+            tracing::error!(error = %e, "opening a subscription secret failed in the dashboard");
+            UiError::Internal
+        }
     }
 }
 

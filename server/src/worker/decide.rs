@@ -13,21 +13,29 @@ pub struct Decision {
     pub finish: Finish,
 }
 
+/// A 2xx status line is a success once the answer is complete; an answer cut short (timeout,
+/// reset) is a failure of that kind, since the receiver may not have finished with the event. A
+/// body longer than Herald reads is no failure: the receiver has answered, Herald stops listening.
 fn failure_of(received: &Received) -> Option<Failure> {
     match (received.status, &received.error) {
         (_, Some((ErrorKind::BlockedTarget, _))) => Some(Failure::BlockedTarget),
-        (Some(status), _) if (200..300).contains(&status) => None,
+        (Some(status), None | Some((ErrorKind::BodyTooLarge, _))) if (200..300).contains(&status) => None,
+        (Some(status), Some((kind, _))) if (200..300).contains(&status) => Some(failure_of_kind(*kind)),
         (Some(status), _) => Some(Failure::Status(status)),
-        (None, Some((kind, _))) => Some(match kind {
-            ErrorKind::Timeout => Failure::Timeout,
-            ErrorKind::Connect => Failure::Connect,
-            ErrorKind::Dns => Failure::Dns,
-            ErrorKind::Tls => Failure::Tls,
-            ErrorKind::BodyTooLarge => Failure::BodyTooLarge,
-            ErrorKind::BlockedTarget => Failure::BlockedTarget,
-            ErrorKind::Other => Failure::Other,
-        }),
+        (None, Some((kind, _))) => Some(failure_of_kind(*kind)),
         (None, None) => Some(Failure::Other),
+    }
+}
+
+fn failure_of_kind(kind: ErrorKind) -> Failure {
+    match kind {
+        ErrorKind::Timeout => Failure::Timeout,
+        ErrorKind::Connect => Failure::Connect,
+        ErrorKind::Dns => Failure::Dns,
+        ErrorKind::Tls => Failure::Tls,
+        ErrorKind::BodyTooLarge => Failure::BodyTooLarge,
+        ErrorKind::BlockedTarget => Failure::BlockedTarget,
+        ErrorKind::Other => Failure::Other,
     }
 }
 
@@ -127,6 +135,21 @@ mod tests {
             (d.outcome, d.finish.state, d.finish.delivered_at),
             (Outcome::Success, MessageState::Delivered, Some(5))
         );
+    }
+
+    #[test]
+    fn a_2xx_cut_short_is_a_failure_but_a_long_2xx_body_is_not() {
+        let policy = RetryPolicy::preset(Preset::Eventarc);
+        for (kind, outcome) in [
+            (ErrorKind::Timeout, Outcome::Retryable),
+            (ErrorKind::Other, Outcome::Retryable),
+            (ErrorKind::BodyTooLarge, Outcome::Success),
+        ] {
+            let received = Received { error: Some((kind, "x".into())), ..status(200, &[]) };
+            assert_eq!(decide(&policy, &message(), &received, 0, 0.0).outcome, outcome, "{kind:?}");
+        }
+        let over_cap = Received { error: Some((ErrorKind::BodyTooLarge, "x".into())), ..status(503, &[]) };
+        assert_eq!(decide(&policy, &message(), &over_cap, 0, 0.0).outcome, Outcome::Retryable);
     }
 
     #[test]

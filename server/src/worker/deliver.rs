@@ -4,7 +4,7 @@ use app::domain::breaker::Gate;
 use app::domain::event::CloudEvent;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
-use app::domain::target::{TargetUrl, is_forbidden_ip};
+use app::domain::target::TargetUrl;
 
 use super::Worker;
 use super::decide::decide;
@@ -57,7 +57,7 @@ impl Worker {
             return;
         };
         let started_at = now;
-        let outgoing = request::build(sub, &ce, &msg.id, started_at);
+        let outgoing = request::build(sub, &self.state.sealer, &ce, &msg.id, started_at);
         let request_headers = outgoing.headers.clone();
         let received = if self.literal_target_blocked(&sub.url) {
             Received {
@@ -107,7 +107,7 @@ impl Worker {
 
     fn literal_target_blocked(&self, url: &str) -> bool {
         !self.state.settings.allow_private_targets
-            && TargetUrl::parse(url, "url").ok().and_then(|u| u.literal_ip()).is_some_and(is_forbidden_ip)
+            && TargetUrl::parse(url, "url").is_ok_and(|u| u.is_forbidden_literal())
     }
 
     async fn release(&self, msg: &message::Model, why: Release) {

@@ -127,3 +127,37 @@ fn classify(error: &reqwest::Error) -> (ErrorKind, String) {
     };
     (kind, text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to(url: &str) -> Outgoing {
+        Outgoing { url: url.into(), headers: vec![], body: b"{}".to_vec(), timeout: Duration::from_secs(5) }
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_loopback_is_blocked_before_any_connection() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received = send(&client(false), to(&format!("http://localhost:{port}/hook"))).await;
+        assert_eq!(received.error.as_ref().map(|(kind, _)| *kind), Some(ErrorKind::BlockedTarget), "{received:?}");
+        assert_eq!(received.status, None);
+        let accepted = tokio::time::timeout(Duration::from_millis(1), listener.accept()).await;
+        assert!(accepted.is_err(), "nothing connected to the private address");
+    }
+
+    #[tokio::test]
+    async fn private_targets_are_reached_when_allowed() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sending = tokio::spawn(async move { send(&client(true), to(&format!("http://localhost:{port}/"))).await });
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut request = [0u8; 1024];
+        let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut socket, b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .unwrap();
+        assert_eq!(sending.await.unwrap().status, Some(204));
+    }
+}

@@ -8,17 +8,33 @@ use app::domain::signing::{secret_key, signature_header};
 use app::domain::states::ContentMode;
 
 use super::http::Outgoing;
+use crate::secrets::Sealer;
 use crate::store::entities::subscription;
 
-/// Every secret still valid at `now_ms`: the current one, and the previous one
-/// during a rotation's overlap.
-fn signing_keys(sub: &subscription::Model, now_ms: i64) -> Vec<Vec<u8>> {
+/// Every secret still valid at `now_ms`, opened: the current one, and the previous one during a
+/// rotation's overlap.
+fn signing_keys(sub: &subscription::Model, sealer: &Sealer, now_ms: i64) -> Vec<Vec<u8>> {
     let previous =
         sub.previous_secret.as_deref().filter(|_| sub.previous_secret_expires_at.is_some_and(|until| until > now_ms));
-    std::iter::once(sub.secret.as_str()).chain(previous).filter_map(secret_key).collect()
+    std::iter::once(sub.secret.as_str())
+        .chain(previous)
+        .filter_map(|sealed| match sealer.open(sealed, &sub.id) {
+            Ok(secret) => secret_key(&secret),
+            Err(e) => {
+                tracing::error!(subscription_id = %sub.id, error = %e, "a signing secret did not open");
+                None
+            }
+        })
+        .collect()
 }
 
-pub fn build(sub: &subscription::Model, event: &CloudEvent, message_id: &str, now_ms: i64) -> Outgoing {
+pub fn build(
+    sub: &subscription::Model,
+    sealer: &Sealer,
+    event: &CloudEvent,
+    message_id: &str,
+    now_ms: i64,
+) -> Outgoing {
     let (mut headers, body) = match ContentMode::parse(&sub.content_mode) {
         Some(ContentMode::Binary) => {
             let binary = event.binary();
@@ -31,7 +47,7 @@ pub fn build(sub: &subscription::Model, event: &CloudEvent, message_id: &str, no
         _ => (vec![("content-type".into(), "application/cloudevents+json".into())], event.structured_body()),
     };
     let timestamp = now_ms.div_euclid(1000);
-    let keys = signing_keys(sub, now_ms);
+    let keys = signing_keys(sub, sealer, now_ms);
     let signature = signature_header(keys.iter().map(Vec::as_slice), message_id, timestamp, &body);
     headers.push(("webhook-id".into(), message_id.to_string()));
     headers.push(("webhook-timestamp".into(), timestamp.to_string()));

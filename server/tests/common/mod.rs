@@ -75,8 +75,13 @@ pub fn settings(db: &TestDb) -> Settings {
     s.admin_token = Some(ADMIN_TOKEN.into());
     s.admin_password = Some("admin-password".into());
     s.allow_private_targets = true;
+    // A fixed key: the tests' databases live in shared directories, where a generated key file would be shared too.
+    s.secret_key = Some(TEST_SECRET_KEY.into());
     s
 }
+
+/// Base64 of 32 bytes, the key sealing subscription secrets in tests.
+pub const TEST_SECRET_KEY: &str = "dGVzdC1rZXktb2YtaGVyYWxkLXRlc3RzLTMyLWJ5dGU=";
 
 /// The application served on port 0. Its workers do not run: tests drive them
 /// with `deliver_fresh` / `deliver_retries` and move the manual clock.

@@ -37,6 +37,8 @@ impl Herald {
             .env("DATABASE_URL", database_url)
             .env("HERALD_ADMIN_TOKEN", &admin_token)
             .env("HERALD_ALLOW_PRIVATE_TARGETS", "true")
+            // The generated key that seals secrets goes beside the log, not into the working directory.
+            .env("HERALD_DATA_DIR", log.parent().unwrap_or(Path::new(".")))
             .env("RUST_LOG", "warn")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())

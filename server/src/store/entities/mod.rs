@@ -7,6 +7,7 @@ pub mod customer;
 pub mod endpoint;
 pub mod event;
 pub mod message;
+pub mod meta;
 pub mod session;
 pub mod subscription;
 pub mod user;
