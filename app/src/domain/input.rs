@@ -65,7 +65,7 @@ impl<'a> Fields<'a> {
     pub fn integer(&mut self, field: &'static str, min: i64, max: i64) -> Option<i64> {
         match self.value(field) {
             None => None,
-            Some(v) => match v.as_i64().filter(|n| (min..=max).contains(n)) {
+            Some(v) => match whole_number(v).filter(|n| (min..=max).contains(n)) {
                 Some(n) => Some(n),
                 None => {
                     self.error(field, format!("must be an integer from {min} to {max}"));
@@ -87,6 +87,14 @@ impl<'a> Fields<'a> {
 }
 
 /// Text the database can store and a person can read: not empty, no NUL, bounded.
+/// A JSON number that is whole however it is written (`42`, `42.0`, `4.2e1`); beyond the `i64`
+/// range it saturates, so a range check still refuses it.
+pub fn whole_number(v: &Value) -> Option<i64> {
+    v.as_i64()
+        .or_else(|| v.as_u64().map(|_| i64::MAX))
+        .or_else(|| v.as_f64().filter(|f| f.is_finite() && f.fract() == 0.0).map(|f| f as i64))
+}
+
 pub fn check_text(s: &str, max_len: usize) -> Result<(), String> {
     if s.trim().is_empty() {
         Err("must not be empty".into())
@@ -103,6 +111,14 @@ pub fn check_text(s: &str, max_len: usize) -> Result<(), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn whole_numbers_are_whole_however_written() {
+        let parse = |text: &str| whole_number(&serde_json::from_str(text).unwrap());
+        assert_eq!((parse("42"), parse("42.0"), parse("4.2e1"), parse("-3.0")), (Some(42), Some(42), Some(42), Some(-3)));
+        assert_eq!((parse("42.5"), parse("\"42\""), parse("1e-300")), (None, None, None));
+        assert_eq!((parse("18446744073709551615"), parse("1e300")), (Some(i64::MAX), Some(i64::MAX)));
+    }
 
     #[test]
     fn collects_one_error_per_bad_field_including_unknown_ones() {

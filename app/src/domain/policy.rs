@@ -7,6 +7,7 @@ use std::ops::RangeInclusive;
 use serde_json::{Map, Value, json};
 
 use crate::domain::errors::FieldError;
+use crate::domain::input::whole_number;
 
 /// The named schedules of SPEC §3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -435,8 +436,8 @@ fn parse_kind(v: &Value, field: &str) -> Parsed<Kind> {
 }
 
 fn parse_int(v: &Value, field: &str, range: RangeInclusive<u32>) -> Parsed<u32> {
-    // Negative integers land here too: `as_i64` accepts them, `as_u64` does not.
-    let n = v.as_u64().or_else(|| v.as_i64().map(|_| u64::MAX));
+    // Negative numbers become u64::MAX, out of every range.
+    let n = whole_number(v).map(|n| u64::try_from(n).unwrap_or(u64::MAX));
     match n {
         Some(n) if u32::try_from(n).is_ok_and(|n| range.contains(&n)) => Ok(n as u32),
         Some(_) => err(field, format!("must be between {} and {}", range.start(), range.end())),
