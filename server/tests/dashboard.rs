@@ -16,7 +16,7 @@ struct Browser {
 
 impl Browser {
     fn new(app: &TestApp) -> Browser {
-        let http = reqwest::Client::builder().redirect(Policy::none()).build().unwrap();
+        let http = reqwest::Client::builder().redirect(Policy::none()).timeout(common::HTTP_TIMEOUT).build().unwrap();
         Browser { http, base: app.base.clone(), cookie: None }
     }
 

@@ -80,6 +80,9 @@ pub fn settings(db: &TestDb) -> Settings {
     s
 }
 
+/// A request to the app under test that takes this long has hung: the test fails instead of waiting forever.
+pub const HTTP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Base64 of 32 bytes, the key sealing subscription secrets in tests.
 pub const TEST_SECRET_KEY: &str = "dGVzdC1rZXktb2YtaGVyYWxkLXRlc3RzLTMyLWJ5dGU=";
 
@@ -112,7 +115,7 @@ impl TestApp {
         tokio::spawn(app.run(stopped, false));
         TestApp {
             base,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder().timeout(HTTP_TIMEOUT).build().unwrap(),
             clock,
             worker: Worker::new(state.clone()),
             state,
