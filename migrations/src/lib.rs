@@ -13,10 +13,6 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![
-            Box::new(m0001_initial::Migration),
-            Box::new(m0002_sessions::Migration),
-            Box::new(m0003_meta::Migration),
-        ]
+        vec![Box::new(m0001_initial::Migration), Box::new(m0002_sessions::Migration), Box::new(m0003_meta::Migration)]
     }
 }

@@ -8,8 +8,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 
-use crate::clock::{SharedClock, SystemClock};
 use crate::api::rate_limit::PublishLimiter;
+use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::customers::ensure_admin_user;

@@ -9,51 +9,20 @@ use super::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome
 #[cfg(feature = "ssr")]
 use utoipa::ToSchema;
 
-/// The states and kinds as the JSON says them (`pending`, not `Pending`): each field's schema is
-/// built from the same `as_str` that serializes it.
+/// `dead_reason` is stored as text; its schema lists the reasons as the JSON spells them.
 #[cfg(feature = "ssr")]
 mod openapi {
     use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
     use crate::domain::policy::DeadReason;
-    use crate::domain::states::{
-        ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus,
-    };
 
-    fn text_enum<T>(all: &[T], name: fn(&T) -> &'static str, nullable: bool) -> Object {
-        let mut values: Vec<serde_json::Value> = all.iter().map(|v| name(v).into()).collect();
-        let ty = if nullable {
-            values.push(serde_json::Value::Null);
-            SchemaType::from_iter([Type::String, Type::Null])
-        } else {
-            SchemaType::new(Type::String)
-        };
-        ObjectBuilder::new().schema_type(ty).enum_values(Some(values)).build()
-    }
-
-    pub fn message_state() -> Object {
-        text_enum(MessageState::ALL, MessageState::as_str, false)
-    }
     pub fn dead_reason() -> Object {
-        text_enum(&DeadReason::ALL, DeadReason::as_str, true)
-    }
-    pub fn outcome() -> Object {
-        text_enum(Outcome::ALL, Outcome::as_str, false)
-    }
-    pub fn error_kind() -> Object {
-        text_enum(ErrorKind::ALL, ErrorKind::as_str, true)
-    }
-    pub fn endpoint_state() -> Object {
-        text_enum(EndpointState::ALL, EndpointState::as_str, false)
-    }
-    pub fn content_mode() -> Object {
-        text_enum(ContentMode::ALL, ContentMode::as_str, false)
-    }
-    pub fn subscription_status() -> Object {
-        text_enum(SubscriptionStatus::ALL, SubscriptionStatus::as_str, false)
-    }
-    pub fn role() -> Object {
-        text_enum(Role::ALL, Role::as_str, false)
+        let mut values: Vec<serde_json::Value> = DeadReason::ALL.iter().map(|r| r.as_str().into()).collect();
+        values.push(serde_json::Value::Null);
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+            .enum_values(Some(values))
+            .build()
     }
 }
 
@@ -89,7 +58,6 @@ pub struct ApiKeyCreated {
 pub struct User {
     pub id: String,
     pub username: String,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::role))]
     pub role: Role,
     pub customer_id: Option<String>,
     pub created_at: DateTime<Utc>,
@@ -107,9 +75,7 @@ pub struct Subscription {
     #[cfg_attr(feature = "ssr", schema(value_type = Object))]
     pub retry_policy: Value,
     pub timeout_ms: u32,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::content_mode))]
     pub content_mode: ContentMode,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::subscription_status))]
     pub status: SubscriptionStatus,
     pub endpoint_id: String,
     pub created_at: DateTime<Utc>,
@@ -142,7 +108,6 @@ pub struct Message {
     pub subscription_id: String,
     pub endpoint_id: String,
     pub event_type: String,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::message_state))]
     pub state: MessageState,
     #[cfg_attr(feature = "ssr", schema(schema_with = openapi::dead_reason))]
     pub dead_reason: Option<String>,
@@ -160,9 +125,7 @@ pub struct Attempt {
     pub started_at: DateTime<Utc>,
     pub duration_ms: u64,
     pub status_code: Option<u16>,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::error_kind))]
     pub error_kind: Option<ErrorKind>,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::outcome))]
     pub outcome: Outcome,
     /// A short human explanation of the error, when there was one.
     pub error_detail: Option<String>,
@@ -191,7 +154,6 @@ pub struct Endpoint {
     pub id: String,
     pub customer_id: String,
     pub url: String,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::endpoint_state))]
     pub state: EndpointState,
     pub consecutive_failures: u64,
     pub window_attempts: u64,

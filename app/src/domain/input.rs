@@ -115,7 +115,10 @@ mod tests {
     #[test]
     fn whole_numbers_are_whole_however_written() {
         let parse = |text: &str| whole_number(&serde_json::from_str(text).unwrap());
-        assert_eq!((parse("42"), parse("42.0"), parse("4.2e1"), parse("-3.0")), (Some(42), Some(42), Some(42), Some(-3)));
+        assert_eq!(
+            (parse("42"), parse("42.0"), parse("4.2e1"), parse("-3.0")),
+            (Some(42), Some(42), Some(42), Some(-3))
+        );
         assert_eq!((parse("42.5"), parse("\"42\""), parse("1e-300")), (None, None, None));
         assert_eq!((parse("18446744073709551615"), parse("1e300")), (Some(i64::MAX), Some(i64::MAX)));
     }

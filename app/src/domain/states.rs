@@ -2,13 +2,31 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Declares a string-backed enum with `as_str`, `parse` and serde in one place.
+/// Declares a string-backed enum with `as_str`, `parse`, serde and its OpenAPI schema in one place.
+/// The schema is written out, not derived: utoipa's derive does not see serde renames passed
+/// through a macro and would document `Pending` where the JSON says `pending`.
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
         pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        #[cfg(feature = "ssr")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        #[cfg(feature = "ssr")]
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
+        }
 
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$variant),+];

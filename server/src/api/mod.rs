@@ -54,7 +54,7 @@ impl Modify for BearerAuth {
         delivery::list_endpoints, delivery::unlock, delivery::preview,
     ),
     components(schemas(
-        problem::Problem, problem::InvalidField, dto::Customer, dto::ApiKeyCreated, dto::User, dto::Subscription, dto::PublishResult,
+        problem::Problem, app::domain::errors::FieldError, dto::Customer, dto::ApiKeyCreated, dto::User, dto::Subscription, dto::PublishResult,
         dto::PublishedEvent, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
         dto::PreviewAttempt, dto::AuditEntry, dto::ReplayResult, states::MessageState, states::Outcome,
         states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,

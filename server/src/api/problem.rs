@@ -12,7 +12,10 @@ use crate::service::ServiceError;
 pub enum ApiError {
     Service(ServiceError),
     Unauthorized,
-    BadRequest { detail: String, errors: Vec<FieldError> },
+    BadRequest {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
     PayloadTooLarge,
     /// The request line and headers exceed this many bytes.
     HeadersTooLarge(usize),
@@ -31,17 +34,7 @@ pub struct Problem {
     pub status: u16,
     pub detail: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[schema(value_type = Vec<InvalidField>)]
     pub errors: Vec<FieldError>,
-}
-
-/// One invalid input, as listed in a problem's `errors` (the document's name for `FieldError`).
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct InvalidField {
-    /// The field as the client spelled it, e.g. `retry_policy.max_attempts` or `[3].id`.
-    field: String,
-    message: String,
 }
 
 impl From<ServiceError> for ApiError {

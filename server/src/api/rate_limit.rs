@@ -93,7 +93,11 @@ mod tests {
     use super::*;
 
     fn limiter(per_sec: f64, burst: u32) -> PublishLimiter {
-        PublishLimiter::new(&LimitSettings { publish_per_sec: per_sec, publish_burst: burst, ..LimitSettings::default() })
+        PublishLimiter::new(&LimitSettings {
+            publish_per_sec: per_sec,
+            publish_burst: burst,
+            ..LimitSettings::default()
+        })
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use app::domain::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus};
+use app::domain::states::{ContentMode, MessageState, SubscriptionStatus};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{
@@ -459,22 +459,5 @@ impl PartialSchema for Health {
 impl ToSchema for Health {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("Health")
-    }
-
-    /// Also the named state schemas, as the JSON spells them. `ApiDoc` registers the derived ones
-    /// of `app::domain::states`, whose variant names (`Pending`) utoipa takes without the serde
-    /// renames that `text_enum!` passes through a macro; the schemas of the paths are added after
-    /// and replace them. (The fields of the answers inline the same lists, see `dto::openapi`.)
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        let mut named = |name: &str, values: Vec<&'static str>| {
-            schemas.push((name.to_string(), one_of_enum(&values, false).into()));
-        };
-        named("MessageState", names(MessageState::ALL, MessageState::as_str));
-        named("Outcome", names(Outcome::ALL, Outcome::as_str));
-        named("ErrorKind", names(ErrorKind::ALL, ErrorKind::as_str));
-        named("EndpointState", names(EndpointState::ALL, EndpointState::as_str));
-        named("ContentMode", names(ContentMode::ALL, ContentMode::as_str));
-        named("SubscriptionStatus", names(SubscriptionStatus::ALL, SubscriptionStatus::as_str));
-        named("Role", names(Role::ALL, Role::as_str));
     }
 }

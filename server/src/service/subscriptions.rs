@@ -233,7 +233,8 @@ pub async fn rotate_secret(state: &AppState, who: &Principal, id: &str) -> Resul
 /// Seals any secret still stored in plaintext (written before secrets were sealed at rest).
 pub async fn seal_plaintext_secrets(state: &AppState) -> Result<()> {
     for mut row in subscriptions::with_plaintext_secrets(&state.db).await? {
-        let seal = |value: &str| if Sealer::is_sealed(value) { value.to_string() } else { state.sealer.seal(value, &row.id) };
+        let seal =
+            |value: &str| if Sealer::is_sealed(value) { value.to_string() } else { state.sealer.seal(value, &row.id) };
         row.secret = seal(&row.secret);
         row.previous_secret = row.previous_secret.as_deref().map(seal);
         subscriptions::update(&state.db, row).await?;

@@ -56,11 +56,9 @@ pub async fn active_for_customer(
 pub async fn with_plaintext_secrets(db: &impl ConnectionTrait) -> Result<Vec<subscription::Model>, DbErr> {
     let unsealed = |column: Column| column.not_like(format!("{}%", crate::secrets::SEALED_PREFIX));
     Subscriptions::find()
-        .filter(
-            sea_orm::Condition::any()
-                .add(unsealed(Column::Secret))
-                .add(sea_orm::Condition::all().add(Column::PreviousSecret.is_not_null()).add(unsealed(Column::PreviousSecret))),
-        )
+        .filter(sea_orm::Condition::any().add(unsealed(Column::Secret)).add(
+            sea_orm::Condition::all().add(Column::PreviousSecret.is_not_null()).add(unsealed(Column::PreviousSecret)),
+        ))
         .all(db)
         .await
 }
