@@ -13,9 +13,11 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::customers::ensure_admin_user;
+use crate::service::intake::{Intake, IntakeParts};
 use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::state::AppState;
-use crate::worker::{Wakeup, Worker};
+use crate::worker::handoff::Handoff;
+use crate::worker::{Wakeup, Worker, lease_ms};
 use crate::{api, store, telemetry, ui};
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
@@ -60,14 +62,26 @@ impl Application {
             TcpListener::bind(&settings.listen).await.map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
         let publish_limiter = PublishLimiter::new(&settings.limits);
+        let wake = Arc::new(Wakeup::default());
+        let handoff = Arc::new(Handoff::default());
+        let intake = Intake::spawn(IntakeParts {
+            db: db.clone(),
+            clock: clock.clone(),
+            wake: wake.clone(),
+            handoff: handoff.clone(),
+            lease_ms: lease_ms(&settings.delivery),
+        });
         let state = AppState {
             db,
             settings: Arc::new(settings),
             clock,
-            wake: Arc::new(Wakeup::default()),
+            wake,
             metrics: telemetry::metrics_handle(),
             sealer: Arc::new(sealer),
             publish_limiter: Arc::new(publish_limiter),
+            keys: Arc::default(),
+            intake,
+            handoff,
         };
         ensure_admin_user(&state).await?;
         seal_plaintext_secrets(&state).await?;

@@ -5,11 +5,14 @@ use std::sync::Arc;
 use metrics_exporter_prometheus::PrometheusHandle;
 use sea_orm::DatabaseConnection;
 
+use crate::api::key_cache::KeyCache;
 use crate::api::rate_limit::PublishLimiter;
 use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::secrets::Sealer;
+use crate::service::intake::Intake;
 use crate::worker::Wakeup;
+use crate::worker::handoff::Handoff;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -23,6 +26,12 @@ pub struct AppState {
     pub sealer: Arc<Sealer>,
     /// Publish budgets per API key.
     pub publish_limiter: Arc<PublishLimiter>,
+    /// API keys seen recently.
+    pub keys: Arc<KeyCache>,
+    /// Writes publishes, many per transaction.
+    pub intake: Intake,
+    /// Passes fresh messages from the intake to the running fresh lane.
+    pub handoff: Arc<Handoff>,
 }
 
 impl AppState {

@@ -291,3 +291,42 @@ async fn a_claim_takes_at_most_its_limit_and_never_a_message_twice() {
     assert_eq!(ids.len(), 300);
     assert!(claim(&app.state.db, Lane::Fresh, now, 10, now + 90_000, 3, &[]).await.unwrap().is_empty());
 }
+
+/// Publishes that arrive together share one transaction; each still gets its
+/// own answer, a repeated event is a duplicate naming the same messages, and
+/// customers' events never mix.
+#[tokio::test]
+async fn concurrent_publishes_each_get_their_own_answer() {
+    let app = TestApp::start().await;
+    let (_, acme) = app.customer("acme").await;
+    let (_, globex) = app.customer("globex").await;
+    for key in [&acme, &globex] {
+        app.subscribe(key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
+    }
+    // Every id twice for acme and once for globex, all at once.
+    let calls = (0..40).map(|i| {
+        let (key, id) = match i % 3 {
+            0 | 1 => (acme.clone(), format!("e{}", i / 3)),
+            _ => (globex.clone(), format!("e{}", i / 3)),
+        };
+        let app = &app;
+        async move { (key.clone(), id.clone(), app.publish(&key, &id, "t").await) }
+    });
+    let answers = futures::future::join_all(calls).await;
+    let mut firsts: std::collections::HashMap<(String, String), Vec<Value>> = Default::default();
+    for (key, id, answer) in answers {
+        assert_eq!(answer["id"], id.as_str());
+        assert_eq!(answer["message_ids"].as_array().unwrap().len(), 1, "{answer}");
+        firsts.entry((key, id)).or_default().push(answer);
+    }
+    for ((_, id), seen) in &firsts {
+        let fresh = seen.iter().filter(|a| a["duplicate"] == false).count();
+        assert_eq!(fresh, 1, "{id} is stored once for its customer: {seen:?}");
+        let ids: std::collections::HashSet<&Value> = seen.iter().map(|a| &a["message_ids"]).collect();
+        assert_eq!(ids.len(), 1, "a duplicate names the first publish's messages");
+    }
+    let (_, acme_page) = app.get("/api/v1/messages?limit=1000", &acme).await;
+    let (_, globex_page) = app.get("/api/v1/messages?limit=1000", &globex).await;
+    assert_eq!(acme_page["data"].as_array().unwrap().len(), 14, "e0..e13 once each");
+    assert_eq!(globex_page["data"].as_array().unwrap().len(), 13);
+}

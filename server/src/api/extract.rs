@@ -7,6 +7,7 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::key_cache::KnownKey;
 use super::limits::nests_deeper_than;
 use super::problem::ApiError;
 use crate::ids::token_hash;
@@ -94,10 +95,16 @@ impl FromRequestParts<AppState> for Principal {
                 return Ok(Principal::Admin { actor: "admin-token".into() });
             }
         }
-        let key = api_keys::find_by_hash(&state.db, &token_hash(token))
+        let hash = token_hash(token);
+        let now = std::time::Instant::now();
+        if let Some(known) = state.keys.get(&hash, now) {
+            return Ok(Principal::Customer { customer_id: known.customer_id, actor: known.key_id });
+        }
+        let key = api_keys::find_by_hash(&state.db, &hash)
             .await
             .map_err(|e| ApiError::Service(e.into()))?
             .ok_or(ApiError::Unauthorized)?;
+        state.keys.put(hash, KnownKey { customer_id: key.customer_id.clone(), key_id: key.id.clone() }, now);
         Ok(Principal::Customer { customer_id: key.customer_id, actor: key.id })
     }
 }

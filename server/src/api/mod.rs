@@ -4,6 +4,7 @@
 mod admin;
 mod delivery;
 pub mod extract;
+pub mod key_cache;
 pub mod limits;
 pub mod problem;
 pub mod rate_limit;

@@ -1,10 +1,8 @@
-//! Publishing: the event and one message per matching subscription are
-//! committed in one transaction before the answer; only then is the
-//! dispatcher woken (outbox: an acknowledged event is never lost).
+//! Publishing: parsing, who may publish for whom, and the test event. The
+//! events and their messages are written by the intake (group commit).
 
 use app::domain::dto;
 use app::domain::errors::FieldError;
-use std::collections::HashMap;
 
 use app::domain::event::CloudEvent;
 use app::domain::policy::RetryPolicy;
@@ -12,7 +10,6 @@ use app::domain::states::MessageState;
 use sea_orm::TransactionTrait;
 use serde_json::Value;
 
-use super::subscriptions::matches;
 use super::{Principal, Result, ServiceError};
 use crate::ids::new_id;
 use crate::state::AppState;
@@ -55,58 +52,11 @@ pub async fn publish(
     if matches!(who, Principal::Admin { .. }) {
         customers::get(&state.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     }
-    let now = state.now_ms();
-    let txn = state.db.begin().await?;
-    let targets = subscriptions::active_for_customer(&txn, &customer_id).await?;
-    // Each message's TTL comes from its subscription's policy.
-    let ttl_ms: HashMap<&str, i64> =
-        targets.iter().map(|s| (s.id.as_str(), policy_of(s).ttl_secs as i64 * 1000)).collect();
-    let mut answers = Vec::with_capacity(events_in.len());
-    let mut new_messages = Vec::new();
-    for ce in events_in {
-        let row = event::Model {
-            id: new_id("evt"),
-            customer_id: customer_id.clone(),
-            source: ce.source().to_string(),
-            ce_id: ce.id().to_string(),
-            event_type: ce.event_type().to_string(),
-            payload: ce.to_json().to_string(),
-            created_at: now,
-        };
-        if events::insert_new(&txn, row.clone()).await? {
-            let mut ids = Vec::new();
-            for sub in targets.iter().filter(|s| matches(&s.event_types, ce.event_type())) {
-                let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
-                msg.expires_at = now + ttl_ms[sub.id.as_str()];
-                ids.push(msg.id.clone());
-                new_messages.push(msg);
-            }
-            answers.push(dto::PublishedEvent { id: row.ce_id, source: row.source, duplicate: false, message_ids: ids });
-        } else {
-            let existing = events::find_by_key(&txn, &customer_id, ce.source(), ce.id())
-                .await?
-                .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
-            let ids = messages::ids_for_event(&txn, &existing.id).await?;
-            answers.push(dto::PublishedEvent {
-                id: existing.ce_id,
-                source: existing.source,
-                duplicate: true,
-                message_ids: ids,
-            });
-        }
-    }
-    let created = new_messages.len();
-    messages::insert_many(&txn, new_messages).await?;
-    if created > 0 {
-        notify::send(&txn).await?;
-    }
-    txn.commit().await?;
-    if created > 0 {
-        state.wake.notify_one();
-    }
-    metrics::counter!("herald_events_published_total").increment(answers.len() as u64);
+    let result = state.intake.publish(customer_id, events_in).await?;
+    let created: usize = result.events.iter().filter(|e| !e.duplicate).map(|e| e.message_ids.len()).sum();
+    metrics::counter!("herald_events_published_total").increment(result.events.len() as u64);
     metrics::counter!("herald_messages_created_total").increment(created as u64);
-    Ok(dto::PublishResult { events: answers })
+    Ok(result)
 }
 
 /// Publishes a `herald.test` event to one subscription only (the dashboard's
@@ -143,7 +93,12 @@ pub async fn send_test(state: &AppState, who: &Principal, subscription_id: &str)
     Ok(id)
 }
 
-fn pending_message(event: &event::Model, subscription_id: String, endpoint_id: String, now: i64) -> message::Model {
+pub(super) fn pending_message(
+    event: &event::Model,
+    subscription_id: String,
+    endpoint_id: String,
+    now: i64,
+) -> message::Model {
     message::Model {
         id: new_id("msg"),
         customer_id: event.customer_id.clone(),

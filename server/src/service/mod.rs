@@ -4,6 +4,7 @@
 pub mod customers;
 pub mod endpoints;
 pub mod events;
+pub mod intake;
 pub mod messages;
 pub mod overview;
 pub mod policies;

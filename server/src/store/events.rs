@@ -1,3 +1,5 @@
+use std::collections::HashSet;
+
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, TryInsertResult,
 };
@@ -12,6 +14,26 @@ pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<
         .await?;
     Ok(matches!(result, TryInsertResult::Inserted(n) if n > 0))
 }
+
+/// Inserts the events whose `(customer, source, id)` is new; returns the ids of those inserted.
+pub async fn insert_new_many(db: &impl ConnectionTrait, rows: Vec<event::Model>) -> Result<HashSet<String>, DbErr> {
+    let mut inserted = HashSet::with_capacity(rows.len());
+    // In chunks: SQLite allows at most 32 766 bound values in one statement.
+    for chunk in rows.chunks(INSERT_CHUNK) {
+        let chunk = chunk.iter().cloned().map(|row| row.into_active_model().reset_all());
+        let result = Events::insert_many(chunk)
+            .on_conflict_do_nothing_on([Column::CustomerId, Column::Source, Column::CeId])
+            .exec_with_returning_keys(db)
+            .await?;
+        if let TryInsertResult::Inserted(ids) = result {
+            inserted.extend(ids);
+        }
+    }
+    Ok(inserted)
+}
+
+/// Rows per INSERT: 7 columns each stay well under SQLite's limit on bound values.
+const INSERT_CHUNK: usize = 1000;
 
 pub async fn find_by_key(
     db: &impl ConnectionTrait,

@@ -1,12 +1,14 @@
 //! Messages: insertion, the delivery log's queries, and the worker's claim and
 //! finish, every state change guarded by the state (and lease) it expects.
 
-use sea_orm::DatabaseConnection;
+use std::collections::HashSet;
+
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect, TransactionTrait,
 };
+use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
 use app::domain::states::{EndpointState, MessageState};
 
@@ -169,16 +171,64 @@ pub struct Finish {
     pub last_status: Option<i32>,
 }
 
-/// Moves a leased message to its next state after an attempt; false when the
-/// lease was lost (another worker reclaimed it), in which case nothing changes.
-pub async fn finish(
-    db: &impl ConnectionTrait,
-    id: &str,
-    lease_token: i64,
-    now_ms: i64,
-    finish: Finish,
-) -> Result<bool, DbErr> {
-    release(db, id, lease_token, now_ms, finish, true).await
+/// One attempt's end for [`finish_many`]: the message, the lease it was sent under, its next state.
+pub struct End {
+    pub id: String,
+    pub lease_token: i64,
+    pub finish: Finish,
+}
+
+/// Records many attempts' ends in one statement per chunk: each message moves
+/// to its next state if it still holds the lease it was sent under. Returns
+/// the ids that moved; the others' leases were lost and they are unchanged.
+pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -> Result<HashSet<String>, DbErr> {
+    let backend = db.get_database_backend();
+    let mut moved = HashSet::with_capacity(ends.len());
+    for chunk in ends.chunks(FINISH_CHUNK) {
+        // SQLite numbers `?` by position, so the values follow the text's order: `now` first.
+        let mut values: Vec<Value> = vec![now_ms.into()];
+        let now = placeholder(backend, 1);
+        let mut rows = Vec::with_capacity(chunk.len());
+        for end in chunk {
+            let f = &end.finish;
+            let first = values.len();
+            values.extend([
+                end.id.clone().into(),
+                end.lease_token.into(),
+                f.state.as_str().into(),
+                f.dead_reason.map(str::to_string).into(),
+                f.next_attempt_at.into(),
+                f.delivered_at.into(),
+                f.last_status.into(),
+            ]);
+            let marks: Vec<String> = (first + 1..=values.len()).map(|n| placeholder(backend, n)).collect();
+            rows.push(format!("({})", marks.join(", ")));
+        }
+        // VALUES names its columns column1, column2, … on both SQLite and PostgreSQL.
+        let sql = format!(
+            "UPDATE messages SET state = v.column3, dead_reason = v.column4, next_attempt_at = v.column5, \
+             delivered_at = v.column6, last_status = v.column7, attempt_count = attempt_count + 1, \
+             lease_token = NULL, updated_at = {now} \
+             FROM (VALUES {}) AS v \
+             WHERE messages.id = v.column1 AND messages.lease_token = v.column2 AND messages.state = 'delivering' \
+             RETURNING messages.id",
+            rows.join(", ")
+        );
+        for row in db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await? {
+            moved.insert(row.try_get::<String>("", "id")?);
+        }
+    }
+    Ok(moved)
+}
+
+/// Attempts per statement: 7 bound values each, well under SQLite's limit.
+const FINISH_CHUNK: usize = 500;
+
+fn placeholder(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_string(),
+    }
 }
 
 /// Gives a leased message back without an attempt: deferred until a probe,
@@ -191,7 +241,16 @@ pub async fn release_unattempted(
     now_ms: i64,
     finish: Finish,
 ) -> Result<bool, DbErr> {
-    release(db, id, lease_token, now_ms, finish, false).await
+    let update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(finish.state.as_str()))
+        .col_expr(Column::DeadReason, Expr::val(finish.dead_reason))
+        .col_expr(Column::NextAttemptAt, Expr::val(finish.next_attempt_at))
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.eq(id))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token));
+    Ok(update.exec(db).await?.rows_affected == 1)
 }
 
 /// Gives claimed messages back unattempted, due at `due_ms` (their endpoint
@@ -243,32 +302,6 @@ pub async fn defer(
         .exec(db)
         .await?;
     Ok(result.rows_affected == 1)
-}
-
-async fn release(
-    db: &impl ConnectionTrait,
-    id: &str,
-    lease_token: i64,
-    now_ms: i64,
-    finish: Finish,
-    attempted: bool,
-) -> Result<bool, DbErr> {
-    let mut update = Messages::update_many()
-        .col_expr(Column::State, Expr::val(finish.state.as_str()))
-        .col_expr(Column::DeadReason, Expr::val(finish.dead_reason))
-        .col_expr(Column::NextAttemptAt, Expr::val(finish.next_attempt_at))
-        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
-        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::Id.eq(id))
-        .filter(Column::State.eq(MessageState::Delivering.as_str()))
-        .filter(Column::LeaseToken.eq(lease_token));
-    if attempted {
-        update = update
-            .col_expr(Column::DeliveredAt, Expr::val(finish.delivered_at))
-            .col_expr(Column::LastStatus, Expr::val(finish.last_status))
-            .col_expr(Column::AttemptCount, Expr::col(Column::AttemptCount).add(1));
-    }
-    Ok(update.exec(db).await?.rows_affected == 1)
 }
 
 /// Makes a dead or delivered message due now as a new series: same id, its

@@ -52,6 +52,18 @@ pub async fn active_for_customer(
     Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
 }
 
+/// The active subscriptions of several customers at once (a publish batch).
+pub async fn active_for_customers(
+    db: &impl ConnectionTrait,
+    customer_ids: Vec<String>,
+) -> Result<Vec<subscription::Model>, DbErr> {
+    Subscriptions::find()
+        .filter(Column::CustomerId.is_in(customer_ids))
+        .filter(Column::Status.eq("active"))
+        .all(db)
+        .await
+}
+
 /// Subscriptions whose current or previous secret is not sealed yet.
 pub async fn with_plaintext_secrets(db: &impl ConnectionTrait) -> Result<Vec<subscription::Model>, DbErr> {
     let unsealed = |column: Column| column.not_like(format!("{}%", crate::secrets::SEALED_PREFIX));

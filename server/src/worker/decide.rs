@@ -98,26 +98,7 @@ mod tests {
     use app::domain::policy::Preset;
 
     fn message() -> message::Model {
-        message::Model {
-            id: "msg_1".into(),
-            customer_id: "cus_1".into(),
-            event_id: "evt_1".into(),
-            subscription_id: "sub_1".into(),
-            endpoint_id: "ep_1".into(),
-            event_type: "t".into(),
-            state: "delivering".into(),
-            dead_reason: None,
-            attempt_count: 0,
-            attempt_base: 0,
-            ttl_started_at: 0,
-            expires_at: 86_400_000,
-            next_attempt_at: None,
-            lease_token: Some(1),
-            created_at: 0,
-            updated_at: 0,
-            delivered_at: None,
-            last_status: None,
-        }
+        message::Model::leased_sample("msg_1", "ep_1")
     }
 
     fn status(code: u16, headers: &[(&str, &str)]) -> Received {

@@ -8,6 +8,7 @@ use app::domain::target::TargetUrl;
 
 use super::Worker;
 use super::decide::decide;
+use super::handoff::Place;
 use super::http::{Received, send};
 use super::record::AttemptRecord;
 use super::request;
@@ -32,7 +33,10 @@ enum Release {
 }
 
 impl Worker {
-    pub(super) async fn deliver(&self, job: Job) {
+    /// Sends one message and records the attempt. The endpoint's slot is freed
+    /// as soon as the receiver has answered, so that the endpoint's next
+    /// message does not wait for this one's record to be committed.
+    pub(super) async fn deliver(&self, job: Job, place: Place) {
         let msg = &job.message;
         let (Some(sub), Some(event)) = (&job.subscription, &job.event) else {
             return self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
@@ -67,6 +71,7 @@ impl Worker {
         } else {
             send(&self.client, outgoing).await
         };
+        let _worker = place.free_slot(&self.state.wake);
         let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
         metrics::counter!("herald_attempts_total", "outcome" => decision.outcome.as_str()).increment(1);
         if decision.outcome == Outcome::Success {

@@ -6,10 +6,12 @@
 mod busy;
 mod decide;
 mod deliver;
+pub mod handoff;
 pub mod http;
 mod record;
 mod request;
 pub mod resolver;
+mod waiting;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,18 +21,21 @@ use sea_orm::DbErr;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;
 
+use crate::config::DeliverySettings;
 use crate::state::AppState;
 use crate::store::entities::{endpoint, event, subscription};
 use crate::store::messages::Lane;
 use crate::store::{self, endpoints, events, messages, subscriptions};
-use busy::{EndpointSlots, Slot};
-use deliver::Job;
+use busy::EndpointSlots;
+pub use deliver::Job;
+use handoff::{Place, Ready, take_place};
 use record::Recorder;
+use waiting::Waiting;
 
 /// How long a claim may stay unfinished before another worker takes it over:
 /// the longest timeout a subscription can have, plus the grace.
-fn lease_ms(state: &AppState) -> i64 {
-    60_000 + state.settings.delivery.lease_grace_secs as i64 * 1000
+pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
+    60_000 + delivery.lease_grace_secs as i64 * 1000
 }
 
 /// The longest the dispatcher sleeps when nothing wakes it.
@@ -40,11 +45,15 @@ const CLAIM_BATCH: u64 = 128;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
-/// Wakes the lanes; a permit is stored when a lane is busy, so no wake-up is lost.
+/// Wakes the lanes: to claim (messages came due), or only to start messages
+/// waiting for an endpoint that has room again. A permit is stored when a lane
+/// is busy, so no wake-up is lost.
 #[derive(Default)]
 pub struct Wakeup {
     fresh: Notify,
     retry: Notify,
+    fresh_room: Notify,
+    retry_room: Notify,
 }
 
 impl Wakeup {
@@ -56,6 +65,16 @@ impl Wakeup {
         match lane {
             Lane::Fresh => &self.fresh,
             Lane::Retry => &self.retry,
+        }
+    }
+    fn room(&self) {
+        self.fresh_room.notify_one();
+        self.retry_room.notify_one();
+    }
+    fn room_of(&self, lane: Lane) -> &Notify {
+        match lane {
+            Lane::Fresh => &self.fresh_room,
+            Lane::Retry => &self.retry_room,
         }
     }
 }
@@ -88,55 +107,73 @@ impl Worker {
 
     async fn run_lane(self, lane: Lane, concurrency: usize, mut shutdown: watch::Receiver<bool>) {
         let permits = Arc::new(Semaphore::new(concurrency));
+        // The fresh lane also takes messages straight from the intake, their places already reserved.
+        let mut handed = (lane == Lane::Fresh).then(|| self.state.handoff.open(permits.clone(), self.slots.clone()));
         let mut in_flight = JoinSet::new();
+        let mut waiting = Waiting::default();
+        let round = self.state.settings.delivery.endpoint_concurrency;
         let mut last_sweep = 0i64;
+        // Whether the database may hold due messages for this lane: after a wake-up, the
+        // timer, or a full batch; not after a handed-over message, so those cost no claim.
+        let mut look = true;
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
-            if lane == Lane::Retry && self.state.now_ms() - last_sweep >= IDLE_POLL.as_millis() as i64 {
-                last_sweep = self.state.now_ms();
+            while let Some(ready) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
+                self.start(&mut in_flight, ready);
+            }
+            for ready in waiting.start(|endpoint_id| take_place(&permits, &self.slots, endpoint_id)) {
+                self.start(&mut in_flight, ready);
+            }
+            let now = self.state.now_ms();
+            self.put_back(waiting.expired(now, false)).await;
+            if lane == Lane::Retry && now - last_sweep >= IDLE_POLL.as_millis() as i64 {
+                last_sweep = now;
                 self.expire_held().await;
             }
+            // Claim while fewer than half a batch wait, so claims keep pace with deliveries.
             let free = permits.available_permits() as u64;
-            let claimed = if free == 0 { Ok(Vec::new()) } else { self.claim(lane, free.min(CLAIM_BATCH)).await };
-            let jobs = claimed.unwrap_or_else(|e| {
-                tracing::error!(error = %e, ?lane, "claiming messages failed");
-                Vec::new()
-            });
-            if jobs.is_empty() {
-                if free == 0 {
-                    // Saturated: wait for a delivery to finish rather than poll.
-                    tokio::select! {
-                        _ = in_flight.join_next() => {}
-                        _ = shutdown.changed() => {}
-                    }
-                } else {
-                    // Fresh messages always come with a wake-up; retries come due by the clock.
-                    let idle = if lane == Lane::Retry { self.idle_for().await } else { IDLE_POLL };
-                    tokio::select! {
-                        _ = self.state.wake.of(lane).notified() => {}
-                        _ = tokio::time::sleep(idle) => {}
-                        _ = shutdown.changed() => {}
-                    }
-                }
-                continue;
-            }
-            for (job, slot) in self.admit(jobs).await {
-                let permit = permits.clone().acquire_owned().await.expect("the semaphore is never closed");
-                let worker = self.clone();
-                in_flight.spawn(async move {
-                    worker.deliver(job).await;
-                    if slot.release() {
-                        // Both lanes may have passed over this endpoint while it was full.
-                        worker.state.wake.notify_one();
-                    }
-                    drop(permit);
+            if look && free > 0 && waiting.len() < CLAIM_BATCH as usize / 2 {
+                let limit = free.min(CLAIM_BATCH);
+                let jobs = self.claim(lane, limit, &waiting.crowded(round)).await.unwrap_or_else(|e| {
+                    tracing::error!(error = %e, ?lane, "claiming messages failed");
+                    Vec::new()
                 });
+                look = jobs.len() as u64 == limit;
+                if !jobs.is_empty() {
+                    jobs.into_iter().for_each(|job| waiting.push(job, now));
+                    continue;
+                }
+            }
+            // While attempts are in flight their ends wake the lane anyway; the retry
+            // lane asks the database when the next retry is due only when it is idle.
+            let idle = if lane == Lane::Retry && in_flight.is_empty() { self.idle_for().await } else { IDLE_POLL };
+            tokio::select! {
+                // A place is free again: waiting messages may start.
+                Some(_) = in_flight.join_next() => {}
+                _ = self.state.wake.room_of(lane).notified() => {}
+                _ = self.state.wake.of(lane).notified() => look = true,
+                _ = tokio::time::sleep(idle) => look = true,
+                Some(ready) = next_ready(&mut handed) => self.start(&mut in_flight, ready),
+                _ = shutdown.changed() => {}
+            }
+        }
+        self.put_back(waiting.expired(self.state.now_ms(), true)).await;
+        if let Some(mut handed) = handed {
+            // Handed-over messages are committed and leased: send them rather than wait out their lease.
+            self.state.handoff.close();
+            while let Ok(ready) = handed.try_recv() {
+                self.start(&mut in_flight, ready);
             }
         }
         let deadline = Duration::from_secs(self.state.settings.delivery.lease_grace_secs);
         if tokio::time::timeout(deadline, async { while in_flight.join_next().await.is_some() {} }).await.is_err() {
             tracing::warn!(?lane, "shutdown deadline passed; unfinished deliveries will be retried after their lease");
         }
+    }
+
+    fn start(&self, in_flight: &mut JoinSet<()>, ready: Ready) {
+        let worker = self.clone();
+        in_flight.spawn(async move { worker.deliver(ready.job, ready.place).await });
     }
 
     /// How long a lane with nothing due may sleep: until the next message is
@@ -164,46 +201,54 @@ impl Worker {
     /// manual clock.
     pub async fn tick(&self, lane: Lane) -> Result<usize, DbErr> {
         self.expire_held().await;
-        let jobs = self.claim(lane, CLAIM_BATCH).await?;
+        let jobs = self.claim(lane, CLAIM_BATCH, &self.slots.full()).await?;
         let count = jobs.len();
         let admitted = self.admit(jobs).await;
-        futures::future::join_all(admitted.into_iter().map(|(job, slot)| async move {
-            self.deliver(job).await;
-            slot.release();
+        let permits = Arc::new(Semaphore::new(admitted.len()));
+        futures::future::join_all(admitted.into_iter().map(|(job, slot)| {
+            let permit = permits.clone().try_acquire_owned().expect("one permit per admitted job");
+            self.deliver(job, Place { permit, slot })
         }))
         .await;
         Ok(count)
     }
 
-    /// Gives each job a place at its endpoint. Jobs over their endpoint's limit
-    /// go back in one statement, due a moment later, so that a saturated
-    /// endpoint's backlog is not claimed again and again ahead of other work.
-    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, Slot)> {
+    /// Gives each job a place at its endpoint; the others go back, due a moment later.
+    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, busy::Slot)> {
         let mut admitted = Vec::with_capacity(jobs.len());
         let mut refused = Vec::new();
         for job in jobs {
             match self.slots.try_take(&job.message.endpoint_id) {
                 Some(slot) => admitted.push((job, slot)),
-                None => refused.push(job.message),
+                None => refused.push(job),
             }
         }
-        if let Some(first) = refused.first() {
-            let token = first.lease_token.unwrap_or_default();
-            let ids = refused.iter().map(|m| m.id.clone()).collect();
-            let now = self.state.now_ms();
+        self.put_back(refused).await;
+        admitted
+    }
+
+    /// Returns claimed messages to the database unattempted, due a moment later,
+    /// so that a saturated endpoint's backlog is not claimed again and again
+    /// ahead of other work. One statement per claim (lease token).
+    async fn put_back(&self, jobs: Vec<Job>) {
+        let mut by_token: HashMap<i64, Vec<String>> = HashMap::new();
+        for job in jobs {
+            by_token.entry(job.message.lease_token.unwrap_or_default()).or_default().push(job.message.id);
+        }
+        let now = self.state.now_ms();
+        for (token, ids) in by_token {
             if let Err(e) = messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
                 tracing::error!(error = %e, "putting back messages failed; they are retried after their lease");
             }
         }
-        admitted
     }
 
-    async fn claim(&self, lane: Lane, limit: u64) -> Result<Vec<Job>, DbErr> {
+    /// Leases up to `limit` due messages of the lane, passing over `busy` endpoints.
+    async fn claim(&self, lane: Lane, limit: u64, busy: &[String]) -> Result<Vec<Job>, DbErr> {
         let now = self.state.now_ms();
         let token = rand::random::<i64>().abs().max(1);
-        let busy = self.slots.full();
-        let claimed =
-            messages::claim(&self.state.db, lane, now, limit, now + lease_ms(&self.state), token, &busy).await?;
+        let lease_until = now + lease_ms(&self.state.settings.delivery);
+        let claimed = messages::claim(&self.state.db, lane, now, limit, lease_until, token, busy).await?;
         if claimed.is_empty() {
             return Ok(Vec::new());
         }
@@ -232,5 +277,13 @@ impl Worker {
                 message,
             })
             .collect())
+    }
+}
+
+/// The next message handed to the fresh lane; never, for the retry lane.
+async fn next_ready(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Ready>>) -> Option<Ready> {
+    match handed {
+        Some(incoming) => incoming.recv().await,
+        None => std::future::pending().await,
     }
 }

@@ -18,6 +18,7 @@ use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::endpoints::{circuit_of, get_for_update, save_circuit};
 use crate::store::entities::{attempt, message};
+use crate::store::messages::End;
 use crate::store::{attempts, messages};
 
 /// The most attempts written in one transaction.
@@ -117,16 +118,17 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
 async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = state.now_ms();
     let txn = state.db.begin().await?;
-    let mut kept = Vec::with_capacity(records.len());
-    let mut rows = Vec::with_capacity(records.len());
-    for (i, r) in records.iter().enumerate() {
-        let lease = r.message.lease_token.unwrap_or_default();
-        if messages::finish(&txn, &r.message.id, lease, now, r.decision.finish.clone()).await? {
-            kept.push(i);
-            rows.push(attempt_row(r));
-        }
-    }
-    attempts::insert_many(&txn, rows).await?;
+    let ends: Vec<End> = records
+        .iter()
+        .map(|r| End {
+            id: r.message.id.clone(),
+            lease_token: r.message.lease_token.unwrap_or_default(),
+            finish: r.decision.finish.clone(),
+        })
+        .collect();
+    let moved = messages::finish_many(&txn, &ends, now).await?;
+    let kept: Vec<usize> = (0..records.len()).filter(|&i| moved.contains(&records[i].message.id)).collect();
+    attempts::insert_many(&txn, kept.iter().map(|&i| attempt_row(&records[i])).collect()).await?;
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
     // Endpoints in a fixed order, so that concurrent batches never lock them crosswise.
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();

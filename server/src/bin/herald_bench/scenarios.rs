@@ -63,7 +63,8 @@ pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
         r
     });
     herald.stop().await;
-    scratch.remove(row.is_err()).await;
+    let incomplete = row.as_ref().map_or(true, |r| r.deliveries < r.expected_deliveries || r.publish_errors > 0);
+    scratch.remove(incomplete).await;
     row
 }
 

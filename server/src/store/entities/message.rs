@@ -28,3 +28,30 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+#[cfg(test)]
+impl Model {
+    /// A message leased for its first attempt, for unit tests.
+    pub fn leased_sample(id: &str, endpoint_id: &str) -> Model {
+        Model {
+            id: id.into(),
+            customer_id: "cus_1".into(),
+            event_id: "evt_1".into(),
+            subscription_id: "sub_1".into(),
+            endpoint_id: endpoint_id.into(),
+            event_type: "t".into(),
+            state: "delivering".into(),
+            dead_reason: None,
+            attempt_count: 0,
+            attempt_base: 0,
+            ttl_started_at: 0,
+            expires_at: 86_400_000,
+            next_attempt_at: None,
+            lease_token: Some(1),
+            created_at: 0,
+            updated_at: 0,
+            delivered_at: None,
+            last_status: None,
+        }
+    }
+}

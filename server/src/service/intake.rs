@@ -1,0 +1,264 @@
+//! Publishing by group commit. Publish requests queue here, and one task
+//! writes whatever gathered while the previous transaction ran: many requests
+//! share one transaction (one read of subscriptions, one insert of events, one
+//! of messages, one commit). A request is answered only after its commit, so
+//! an acknowledged event is never lost. Messages whose endpoint and lane have
+//! room are stored already leased and handed straight to the fresh lane.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use app::domain::breaker::Gate;
+use app::domain::dto::{PublishResult, PublishedEvent};
+use app::domain::event::CloudEvent;
+use app::domain::states::MessageState;
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use tokio::sync::{mpsc, oneshot};
+
+use super::events::{pending_message, policy_of};
+use super::subscriptions::matches;
+use super::{Result, ServiceError};
+use crate::clock::SharedClock;
+use crate::ids::new_id;
+use crate::store::endpoints::circuit_of;
+use crate::store::entities::{endpoint, event, message, subscription};
+use crate::store::messages::Lane;
+use crate::store::{endpoints, events, messages, notify, subscriptions};
+use crate::worker::handoff::{Handoff, Ready};
+use crate::worker::{Job, Wakeup};
+
+/// Events written in one transaction at most; a request is never split.
+const MAX_EVENTS: usize = 2000;
+
+/// What the intake task needs (not the whole application state, which holds the intake).
+pub struct IntakeParts {
+    pub db: DatabaseConnection,
+    pub clock: SharedClock,
+    pub wake: Arc<Wakeup>,
+    pub handoff: Arc<Handoff>,
+    /// How long a handed-over message stays leased.
+    pub lease_ms: i64,
+}
+
+struct Request {
+    customer_id: String,
+    events: Vec<CloudEvent>,
+    reply: oneshot::Sender<Result<PublishResult>>,
+}
+
+#[derive(Clone)]
+pub struct Intake {
+    queue: mpsc::UnboundedSender<Request>,
+}
+
+impl Intake {
+    pub fn spawn(parts: IntakeParts) -> Intake {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        tokio::spawn(run(parts, incoming));
+        Intake { queue }
+    }
+
+    /// Stores the events for the customer; returns once they are committed.
+    pub async fn publish(&self, customer_id: String, events: Vec<CloudEvent>) -> Result<PublishResult> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || ServiceError::Db(DbErr::Custom("the intake has stopped".into()));
+        self.queue.send(Request { customer_id, events, reply }).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+}
+
+async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
+    let mut held: Option<Request> = None;
+    loop {
+        let first = match held.take() {
+            Some(request) => request,
+            None => match incoming.recv().await {
+                Some(request) => request,
+                None => return,
+            },
+        };
+        let mut size = first.events.len();
+        let mut batch = vec![first];
+        while let Ok(next) = incoming.try_recv() {
+            if size + next.events.len() > MAX_EVENTS {
+                held = Some(next);
+                break;
+            }
+            size += next.events.len();
+            batch.push(next);
+        }
+        let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
+        match write(&parts, &work).await {
+            Ok(written) => {
+                for ready in written.ready {
+                    parts.handoff.start(ready);
+                }
+                if written.pending > 0 {
+                    parts.wake.of(Lane::Fresh).notify_one();
+                }
+                for (reply, answer) in replies.into_iter().zip(written.answers) {
+                    let _ = reply.send(Ok(answer));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, requests = replies.len(), "publishing failed; nothing was stored");
+                for reply in replies {
+                    let _ = reply.send(Err(copy_error(&e)));
+                }
+            }
+        }
+        metrics::histogram!("herald_publish_batch_events").record(size as f64);
+    }
+}
+
+/// Every request of a failed transaction gets the same error.
+fn copy_error(e: &ServiceError) -> ServiceError {
+    match e {
+        ServiceError::Conflict(why) => ServiceError::Conflict(why.clone()),
+        other => ServiceError::Db(DbErr::Custom(other.to_string())),
+    }
+}
+
+struct Written {
+    /// One answer per request, in order.
+    answers: Vec<PublishResult>,
+    /// Messages stored leased, to hand to the fresh lane after the commit.
+    ready: Vec<Ready>,
+    /// Messages stored pending, for the lanes to claim.
+    pending: usize,
+}
+
+/// Where an event of a request ended up: a row of this batch, or a repeat of one.
+enum Entry {
+    Row(usize),
+    RepeatOf(usize),
+}
+
+async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
+    let now = parts.clock.now_ms();
+    let txn = parts.db.begin().await?;
+
+    let mut customers: Vec<String> = work.iter().map(|(c, _)| c.clone()).collect();
+    customers.sort();
+    customers.dedup();
+    let subs = subscriptions::active_for_customers(&txn, customers).await?;
+    let handing = parts.handoff.is_open();
+    let endpoint_ids = subs.iter().map(|s| s.endpoint_id.clone()).collect::<HashSet<_>>().into_iter().collect();
+    let open: HashMap<String, endpoint::Model> = if handing {
+        let rows = endpoints::by_ids(&txn, endpoint_ids).await?;
+        rows.into_iter().filter(|e| circuit_of(e).gate(now) == Gate::Send).map(|e| (e.id.clone(), e)).collect()
+    } else {
+        HashMap::new()
+    };
+
+    // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
+    let mut rows: Vec<event::Model> = Vec::new();
+    let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
+    for (customer_id, batch) in work {
+        let mut request_entries = Vec::with_capacity(batch.len());
+        for ce in batch {
+            let key = (customer_id.clone(), ce.source().to_string(), ce.id().to_string());
+            if let Some(&row) = first_of.get(&key) {
+                request_entries.push(Entry::RepeatOf(row));
+                continue;
+            }
+            first_of.insert(key, rows.len());
+            request_entries.push(Entry::Row(rows.len()));
+            rows.push(event::Model {
+                id: new_id("evt"),
+                customer_id: customer_id.clone(),
+                source: ce.source().to_string(),
+                ce_id: ce.id().to_string(),
+                event_type: ce.event_type().to_string(),
+                payload: ce.to_json().to_string(),
+                created_at: now,
+            });
+        }
+        entries.push(request_entries);
+    }
+    let inserted = events::insert_new_many(&txn, rows.clone()).await?;
+
+    let token = rand::random::<i64>().abs().max(1);
+    let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());
+    let mut new_messages: Vec<message::Model> = Vec::new();
+    let mut ready = Vec::new();
+    for row in &rows {
+        if !inserted.contains(&row.id) {
+            stored.push(earlier(&txn, row).await?);
+            continue;
+        }
+        let mut ids = Vec::new();
+        let matching =
+            subs.iter().filter(|s| s.customer_id == row.customer_id && matches(&s.event_types, &row.event_type));
+        for sub in matching {
+            let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
+            msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
+            ids.push(msg.id.clone());
+            if let Some(ready_job) = hand_over(parts, &open, sub, row, &mut msg, now, token) {
+                ready.push(ready_job);
+            }
+            new_messages.push(msg);
+        }
+        stored.push(PublishedEvent {
+            id: row.ce_id.clone(),
+            source: row.source.clone(),
+            duplicate: false,
+            message_ids: ids,
+        });
+    }
+    let pending = new_messages.len() - ready.len();
+    messages::insert_many(&txn, new_messages).await?;
+    if pending > 0 {
+        notify::send(&txn).await?;
+    }
+    txn.commit().await?;
+
+    let answers = entries
+        .into_iter()
+        .map(|request_entries| PublishResult {
+            events: request_entries
+                .into_iter()
+                .map(|entry| match entry {
+                    Entry::Row(i) => stored[i].clone(),
+                    Entry::RepeatOf(i) => PublishedEvent { duplicate: true, ..stored[i].clone() },
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Written { answers, ready, pending })
+}
+
+/// Leases the message for the fresh lane when its endpoint's circuit is
+/// closed and both the lane and the endpoint have room.
+fn hand_over(
+    parts: &IntakeParts,
+    open: &HashMap<String, endpoint::Model>,
+    sub: &subscription::Model,
+    row: &event::Model,
+    msg: &mut message::Model,
+    now: i64,
+    token: i64,
+) -> Option<Ready> {
+    let endpoint = open.get(&sub.endpoint_id)?;
+    let place = parts.handoff.reserve(&endpoint.id)?;
+    msg.state = MessageState::Delivering.as_str().into();
+    msg.next_attempt_at = Some(now + parts.lease_ms);
+    msg.lease_token = Some(token);
+    let job = Job {
+        message: msg.clone(),
+        subscription: Some(sub.clone()),
+        event: Some(row.clone()),
+        endpoint: Some(endpoint.clone()),
+    };
+    Some(Ready { job, place })
+}
+
+/// The answer for an event published before this batch.
+async fn earlier(txn: &sea_orm::DatabaseTransaction, row: &event::Model) -> Result<PublishedEvent> {
+    let existing = events::find_by_key(txn, &row.customer_id, &row.source, &row.ce_id)
+        .await?
+        .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
+    let message_ids = messages::ids_for_event(txn, &existing.id).await?;
+    Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
+}

@@ -1,0 +1,131 @@
+//! Claimed messages waiting for a place at their endpoint, in claim order.
+//! A claim may bring more messages for an endpoint than it has free slots;
+//! they wait here, leased, rather than going back to the database, and start
+//! as the endpoint's attempts finish. None waits longer than `MAX_WAIT_MS`.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::deliver::Job;
+use super::handoff::{Place, Ready};
+
+/// How long a claimed message may wait for its endpoint before it goes back
+/// to the database (well inside its lease).
+pub const MAX_WAIT_MS: i64 = 10_000;
+
+#[derive(Default)]
+pub struct Waiting {
+    queues: HashMap<String, VecDeque<(Job, i64)>>,
+    total: usize,
+}
+
+impl Waiting {
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn push(&mut self, job: Job, now_ms: i64) {
+        self.queues.entry(job.message.endpoint_id.clone()).or_default().push_back((job, now_ms));
+        self.total += 1;
+    }
+
+    /// Endpoints with at least `round` messages waiting, which a claim should pass over.
+    pub fn crowded(&self, round: usize) -> Vec<String> {
+        self.queues.iter().filter(|(_, q)| q.len() >= round).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// The messages that can start now: for each endpoint, as many as `place` grants.
+    pub fn start(&mut self, mut place: impl FnMut(&str) -> Option<Place>) -> Vec<Ready> {
+        let mut ready = Vec::new();
+        for (endpoint_id, queue) in self.queues.iter_mut() {
+            while !queue.is_empty() {
+                let Some(place) = place(endpoint_id) else { break };
+                let (job, _) = queue.pop_front().expect("the queue is not empty");
+                ready.push(Ready { job, place });
+            }
+        }
+        self.total -= ready.len();
+        self.queues.retain(|_, q| !q.is_empty());
+        ready
+    }
+
+    /// Takes out the messages that have waited `MAX_WAIT_MS` or more, or all of them.
+    pub fn expired(&mut self, now_ms: i64, all: bool) -> Vec<Job> {
+        let mut out = Vec::new();
+        for queue in self.queues.values_mut() {
+            while queue.front().is_some_and(|(_, since)| all || now_ms - since >= MAX_WAIT_MS) {
+                out.push(queue.pop_front().expect("the queue is not empty").0);
+            }
+        }
+        self.total -= out.len();
+        self.queues.retain(|_, q| !q.is_empty());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Semaphore;
+
+    use super::*;
+    use crate::store::entities::message;
+    use crate::worker::busy::EndpointSlots;
+    use crate::worker::handoff::take_place;
+
+    fn job(id: &str, endpoint_id: &str) -> Job {
+        let message = message::Model::leased_sample(id, endpoint_id);
+        Job { message, subscription: None, event: None, endpoint: None }
+    }
+
+    fn ids(ready: &[Ready]) -> Vec<&str> {
+        ready.iter().map(|r| r.job.message.id.as_str()).collect()
+    }
+
+    #[test]
+    fn messages_start_in_claim_order_as_their_endpoint_has_room() {
+        let permits = Arc::new(Semaphore::new(100));
+        let slots = EndpointSlots::new(2);
+        let mut waiting = Waiting::default();
+        for id in ["a1", "a2", "a3"] {
+            waiting.push(job(id, "ep_a"), 0);
+        }
+        waiting.push(job("b1", "ep_b"), 0);
+        assert_eq!(waiting.crowded(3), vec!["ep_a".to_string()]);
+
+        let mut first = waiting.start(|ep| take_place(&permits, &slots, ep));
+        first.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
+        assert_eq!(ids(&first), ["a1", "a2", "b1"], "ep_a has two slots");
+        assert_eq!(waiting.len(), 1);
+        assert!(waiting.start(|ep| take_place(&permits, &slots, ep)).is_empty(), "ep_a is full");
+
+        drop(first.remove(0));
+        assert_eq!(ids(&waiting.start(|ep| take_place(&permits, &slots, ep))), ["a3"]);
+        assert_eq!(waiting.len(), 0);
+    }
+
+    #[test]
+    fn no_message_starts_without_a_free_worker() {
+        let permits = Arc::new(Semaphore::new(1));
+        let slots = EndpointSlots::new(10);
+        let mut waiting = Waiting::default();
+        waiting.push(job("a1", "ep_a"), 0);
+        waiting.push(job("a2", "ep_a"), 0);
+        let started = waiting.start(|ep| take_place(&permits, &slots, ep));
+        assert_eq!(ids(&started), ["a1"]);
+        assert_eq!(waiting.len(), 1);
+    }
+
+    #[test]
+    fn a_message_goes_back_after_waiting_too_long() {
+        let mut waiting = Waiting::default();
+        waiting.push(job("old", "ep_a"), 0);
+        waiting.push(job("new", "ep_a"), 5_000);
+        assert!(waiting.expired(MAX_WAIT_MS - 1, false).is_empty());
+        let expired: Vec<String> = waiting.expired(MAX_WAIT_MS, false).into_iter().map(|j| j.message.id).collect();
+        assert_eq!(expired, ["old"]);
+        let rest: Vec<String> = waiting.expired(MAX_WAIT_MS, true).into_iter().map(|j| j.message.id).collect();
+        assert_eq!(rest, ["new"]);
+        assert_eq!(waiting.len(), 0);
+    }
+}
