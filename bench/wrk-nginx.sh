@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# A black-box measurement of Herald with tools that know nothing of it: wrk
+# publishes single events to the release binary, nginx receives the
+# deliveries, and nginx's access log counts them. In the same run, wrk posts
+# the same bodies straight to the same nginx: the raw limit of this machine.
+#
+#   bench/wrk-nginx.sh [--database-url postgres://…] [--seconds 10] [--connections 32] [--subscriptions 1]
+#
+# Needs wrk and nginx (Debian: apt-get install wrk nginx-light) and a release
+# build (cargo build --release -p server). Loopback only; stops by itself.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+DATABASE_URL=""
+SECONDS_RUN=10
+CONNECTIONS=32
+SUBSCRIPTIONS=1
+while (($#)); do
+    case $1 in
+    --database-url) DATABASE_URL=$2; shift 2 ;;
+    --seconds) SECONDS_RUN=$2; shift 2 ;;
+    --connections) CONNECTIONS=$2; shift 2 ;;
+    --subscriptions) SUBSCRIPTIONS=$2; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+    esac
+done
+for tool in wrk nginx curl python3; do
+    command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] || { echo "needs $tool" >&2; exit 2; }
+done
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HERALD=${HERALD:-target/release/herald}
+[[ -x $HERALD ]] || { echo "build first: cargo build --release -p server" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/herald-wrk.XXXXXX)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+NGINX_PORT=$(free_port)
+HERALD_PORT=$(free_port)
+cleanup() {
+    [[ -f $WORK/nginx.pid ]] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+    [[ -n ${HERALD_PID:-} ]] && kill "$HERALD_PID" 2>/dev/null || true
+    wait 2>/dev/null || true
+    if [[ -n ${PG_DB:-} ]]; then psql "$DATABASE_URL" -qc "DROP DATABASE IF EXISTS $PG_DB WITH (FORCE)" >/dev/null 2>&1 || true; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+[[ -n ${KEEP:-} ]] && trap - EXIT
+
+# nginx: answers 200 to every POST and logs the arrival time of each.
+mkdir -p "$WORK/nginx"
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx;
+    proxy_temp_path $WORK/nginx;
+    fastcgi_temp_path $WORK/nginx;
+    uwsgi_temp_path $WORK/nginx;
+    scgi_temp_path $WORK/nginx;
+    log_format arrival '\$msec \$uri';
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        keepalive_requests 1000000;
+        location /raw  { access_log $WORK/raw.log arrival buffer=256k; return 200 "ok"; }
+        location /hook { access_log $WORK/hook.log arrival buffer=256k; return 200 "ok"; }
+    }
+}
+EOF
+"$NGINX" -c "$WORK/nginx.conf" -e "$WORK/nginx-error.log"
+
+EVENT='{"specversion":"1.0","type":"bench.event","source":"/wrk","datacontenttype":"application/json","data":{"order":12345,"amount":"99.90","currency":"EUR","customer":"c-42"}}'
+cat >"$WORK/post.lua" <<EOF
+-- Every thread numbers its own events ("t1-1", "t1-2", …) so that every id is new.
+local threads = 0
+function setup(thread)
+    threads = threads + 1
+    thread:set("prefix", "t" .. threads)
+end
+counter = 0
+function request()
+    counter = counter + 1
+    local body = string.gsub('$EVENT', '"type"', '"id":"' .. prefix .. "-" .. counter .. '","type"', 1)
+    return wrk.format("POST", nil, nil, body)
+end
+EOF
+
+run_wrk() { # url, header... → requests/s
+    local url=$1; shift
+    wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --latency -s "$WORK/post.lua" "$@" -H 'content-type: application/cloudevents+json' "$url" >"$WORK/wrk.out"
+    awk '/Requests\/sec/ {print $2}' "$WORK/wrk.out"
+}
+
+echo "raw limit: wrk → nginx, $CONNECTIONS connections, ${SECONDS_RUN}s"
+RAW=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
+echo "  $RAW requests/s"
+
+# Herald on a fresh database.
+if [[ -z $DATABASE_URL ]]; then
+    HERALD_URL="sqlite://$WORK/herald.db?mode=rwc"
+else
+    PG_DB=herald_wrk_$RANDOM$RANDOM
+    psql "$DATABASE_URL" -qc "CREATE DATABASE $PG_DB" >/dev/null
+    HERALD_URL="${DATABASE_URL%/*}/$PG_DB"
+fi
+ADMIN=wrk-admin-token-$(python3 -c "import secrets; print(secrets.token_hex(20))")
+HERALD_DATABASE_URL=$HERALD_URL HERALD_LISTEN=127.0.0.1:$HERALD_PORT HERALD_ADMIN_TOKEN=$ADMIN \
+    HERALD_ALLOW_PRIVATE_TARGETS=true HERALD_DATA_DIR=$WORK RUST_LOG=warn \
+    "$HERALD" serve >"$WORK/herald.log" 2>&1 &
+HERALD_PID=$!
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$HERALD_PORT/healthz" >/dev/null && break; sleep 0.1; done
+api() { curl -sf -X POST "http://127.0.0.1:$HERALD_PORT$1" -H "authorization: Bearer $2" -H 'content-type: application/json' -d "$3"; }
+json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+CUSTOMER=$(api /api/v1/customers "$ADMIN" '{"name":"wrk"}' | json id)
+KEY=$(api "/api/v1/customers/$CUSTOMER/api-keys" "$ADMIN" '{"name":"wrk"}' | json token)
+for i in $(seq "$SUBSCRIPTIONS"); do
+    api /api/v1/subscriptions "$KEY" "{\"name\":\"s$i\",\"url\":\"http://127.0.0.1:$NGINX_PORT/hook/$i\",\"event_types\":[\"*\"]}" >/dev/null
+done
+CPU_BEFORE=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
+
+echo "herald: wrk publishes to herald ($SUBSCRIPTIONS subscription(s)), ${SECONDS_RUN}s"
+PUBLISH=$(run_wrk "http://127.0.0.1:$HERALD_PORT/api/v1/events" -H "authorization: Bearer $KEY")
+PUBLISHED=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
+NON2XX=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk.out")
+echo "  $PUBLISH publishes/s ($PUBLISHED requests, ${NON2XX:-0} not accepted)"
+
+# Wait until nginx's log stops growing (nginx flushes its buffer every few seconds at most).
+EXPECTED=$((PUBLISHED * SUBSCRIPTIONS))
+last=-1
+for _ in $(seq 120); do
+    kill -USR1 "$(cat "$WORK/nginx.pid")" # reopen logs: flushes the buffer
+    sleep 1
+    now=$(cat "$WORK/hook.log" 2>/dev/null | wc -l)
+    [[ $now -ge $EXPECTED || $now -eq $last ]] && break
+    last=$now
+done
+kill -USR1 "$(cat "$WORK/nginx.pid")"; sleep 1
+CPU_AFTER=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
+TICKS=$(getconf CLK_TCK)
+python3 - "$WORK/hook.log" "$RAW" "$EXPECTED" "$(((CPU_AFTER - CPU_BEFORE)))" "$TICKS" "$HERALD_PID" <<'EOF'
+import sys
+log, raw, expected, cpu, ticks, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+times = sorted(float(line.split()[0]) for line in open(log))
+span = times[-1] - times[0] if len(times) > 1 else float("nan")
+rate = len(times) / span if span else float("nan")
+hwm = next((l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM")), "?")
+print(f"  {len(times)} of {expected} deliveries logged by nginx over {span:.2f} s")
+print(f"deliveries/s {rate:.0f}  raw requests/s {raw:.0f}  ratio {rate / raw:.3f}  herald CPU {cpu / ticks:.1f} s  peak RSS {int(hwm) / 1024:.0f} MB")
+sys.exit(0 if len(times) >= expected else 1)
+EOF
