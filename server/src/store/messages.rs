@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    QueryOrder, QuerySelect, QueryTrait, TransactionTrait,
 };
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
@@ -95,6 +95,9 @@ pub async fn list(
     query.all(db).await
 }
 
+/// A claim passing over busy endpoints looks at most this many batches deep.
+const PASS_OVER_WINDOW: u64 = 8;
+
 /// The two queues of the worker: first attempts, and everything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
@@ -123,11 +126,23 @@ pub async fn claim(
             .add(Condition::all().add(pending).add(Column::AttemptCount.gt(0)).add(due.clone()))
             .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
     };
-    // Endpoints at their concurrency limit wait; their messages stay for later claims.
-    let lane_condition = if busy_endpoints.is_empty() {
-        lane_condition
+    // Busy endpoints' messages stay for later claims, but the claim looks past them
+    // only among the oldest `PASS_OVER_WINDOW` due messages: when one busy endpoint
+    // has a large backlog, a claim would otherwise read all of it to find nothing.
+    let picked_from = if busy_endpoints.is_empty() {
+        lane_condition.clone()
     } else {
-        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+        let window = Messages::find()
+            .select_only()
+            .column(Column::Id)
+            .filter(lane_condition.clone())
+            .order_by_asc(Column::NextAttemptAt)
+            .limit(limit * PASS_OVER_WINDOW)
+            .into_query();
+        Condition::all()
+            .add(lane_condition.clone())
+            .add(Column::Id.in_subquery(window))
+            .add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
     };
     // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
     // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,
@@ -137,7 +152,7 @@ pub async fn claim(
     let picked: Vec<String> = Messages::find()
         .select_only()
         .column(Column::Id)
-        .filter(lane_condition.clone())
+        .filter(picked_from)
         .order_by_asc(Column::NextAttemptAt)
         .limit(limit)
         .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)

@@ -15,14 +15,17 @@ pub const KEPT_BODY_BYTES: usize = 4096;
 /// Reading stops here: a receiver cannot make Herald read a huge body.
 pub const READ_BODY_CAP: usize = 64 * 1024;
 
-pub fn client(allow_private: bool) -> reqwest::Client {
+/// `max_idle` connections stay open per host: as many as may be in use at once,
+/// since many endpoints often share one host and a smaller pool means a new
+/// connection for most deliveries.
+pub fn client(allow_private: bool, max_idle: usize) -> reqwest::Client {
     reqwest::Client::builder()
         .redirect(Policy::none())
         .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver { allow_private }))
         .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
         .tcp_nodelay(true)
-        .pool_max_idle_per_host(64)
+        .pool_max_idle_per_host(max_idle)
         .pool_idle_timeout(Duration::from_secs(90))
         .build()
         .expect("the HTTP client's settings are valid")
@@ -140,7 +143,7 @@ mod tests {
     async fn a_name_that_resolves_to_loopback_is_blocked_before_any_connection() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let received = send(&client(false), to(&format!("http://localhost:{port}/hook"))).await;
+        let received = send(&client(false, 4), to(&format!("http://localhost:{port}/hook"))).await;
         assert_eq!(received.error.as_ref().map(|(kind, _)| *kind), Some(ErrorKind::BlockedTarget), "{received:?}");
         assert_eq!(received.status, None);
         let accepted = tokio::time::timeout(Duration::from_millis(1), listener.accept()).await;
@@ -151,7 +154,8 @@ mod tests {
     async fn private_targets_are_reached_when_allowed() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let sending = tokio::spawn(async move { send(&client(true), to(&format!("http://localhost:{port}/"))).await });
+        let sending =
+            tokio::spawn(async move { send(&client(true, 4), to(&format!("http://localhost:{port}/"))).await });
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut request = [0u8; 1024];
         let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await.unwrap();

@@ -8,6 +8,7 @@ mod decide;
 mod deliver;
 pub mod handoff;
 pub mod http;
+mod lookout;
 mod record;
 mod request;
 pub mod resolver;
@@ -29,6 +30,7 @@ use crate::store::{self, endpoints, events, messages, subscriptions};
 use busy::EndpointSlots;
 pub use deliver::Job;
 use handoff::{Place, Ready, take_place};
+use lookout::Lookout;
 use record::Recorder;
 use waiting::Waiting;
 
@@ -89,7 +91,9 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(state: AppState) -> Worker {
-        let client = http::client(state.settings.allow_private_targets);
+        let delivery = &state.settings.delivery;
+        let client =
+            http::client(state.settings.allow_private_targets, delivery.fresh_concurrency + delivery.retry_concurrency);
         let slots = EndpointSlots::new(state.settings.delivery.endpoint_concurrency);
         let recorder = Recorder::spawn(state.clone());
         Worker { state, client, slots, recorder }
@@ -113,9 +117,7 @@ impl Worker {
         let mut waiting = Waiting::default();
         let round = self.state.settings.delivery.endpoint_concurrency;
         let mut last_sweep = 0i64;
-        // Whether the database may hold due messages for this lane: after a wake-up, the
-        // timer, or a full batch; not after a handed-over message, so those cost no claim.
-        let mut look = true;
+        let mut lookout = Lookout::default();
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
             while let Some(ready) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
@@ -132,27 +134,30 @@ impl Worker {
             }
             // Claim while fewer than half a batch wait, so claims keep pace with deliveries.
             let free = permits.available_permits() as u64;
-            if look && free > 0 && waiting.len() < CLAIM_BATCH as usize / 2 {
+            if free > 0 && waiting.len() < CLAIM_BATCH as usize / 2 && lookout.should_look(now, &waiting, round) {
                 let limit = free.min(CLAIM_BATCH);
-                let jobs = self.claim(lane, limit, &waiting.crowded(round)).await.unwrap_or_else(|e| {
+                let crowded = waiting.crowded(round);
+                let jobs = self.claim(lane, limit, &crowded).await.unwrap_or_else(|e| {
                     tracing::error!(error = %e, ?lane, "claiming messages failed");
                     Vec::new()
                 });
-                look = jobs.len() as u64 == limit;
+                // The retry lane sleeps until its next retry is due, at most the idle poll.
+                let idle =
+                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for().await } else { IDLE_POLL };
+                lookout.claimed(jobs.len(), limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
                     continue;
                 }
             }
-            // While attempts are in flight their ends wake the lane anyway; the retry
-            // lane asks the database when the next retry is due only when it is idle.
-            let idle = if lane == Lane::Retry && in_flight.is_empty() { self.idle_for().await } else { IDLE_POLL };
+            let sleep = lookout.sleep_ms(self.state.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
             tokio::select! {
                 // A place is free again: waiting messages may start.
                 Some(_) = in_flight.join_next() => {}
                 _ = self.state.wake.room_of(lane).notified() => {}
-                _ = self.state.wake.of(lane).notified() => look = true,
-                _ = tokio::time::sleep(idle) => look = true,
+                _ = self.state.wake.of(lane).notified() => lookout.woken(),
+                // Looks again at the top of the loop when the timer has run out.
+                _ = tokio::time::sleep(sleep) => {}
                 Some(ready) = next_ready(&mut handed) => self.start(&mut in_flight, ready),
                 _ = shutdown.changed() => {}
             }

@@ -23,6 +23,11 @@ impl Waiting {
         self.total
     }
 
+    /// How many messages wait for `endpoint_id`.
+    pub fn of(&self, endpoint_id: &str) -> usize {
+        self.queues.get(endpoint_id).map_or(0, VecDeque::len)
+    }
+
     pub fn push(&mut self, job: Job, now_ms: i64) {
         self.queues.entry(job.message.endpoint_id.clone()).or_default().push_back((job, now_ms));
         self.total += 1;
