@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, TransactionTrait,
+    QueryOrder, QuerySelect, TransactionTrait,
 };
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
@@ -95,9 +95,6 @@ pub async fn list(
     query.all(db).await
 }
 
-/// A claim passing over busy endpoints looks at most this many batches deep.
-const PASS_OVER_WINDOW: u64 = 8;
-
 /// The two queues of the worker: first attempts, and everything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
@@ -126,23 +123,13 @@ pub async fn claim(
             .add(Condition::all().add(pending).add(Column::AttemptCount.gt(0)).add(due.clone()))
             .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
     };
-    // Busy endpoints' messages stay for later claims, but the claim looks past them
-    // only among the oldest `PASS_OVER_WINDOW` due messages: when one busy endpoint
-    // has a large backlog, a claim would otherwise read all of it to find nothing.
+    // Endpoints at their concurrency limit wait; their messages stay for later claims.
+    // Passing over them reads past their due messages, which keeps other endpoints'
+    // messages from waiting behind one slow endpoint's backlog.
     let picked_from = if busy_endpoints.is_empty() {
         lane_condition.clone()
     } else {
-        let window = Messages::find()
-            .select_only()
-            .column(Column::Id)
-            .filter(lane_condition.clone())
-            .order_by_asc(Column::NextAttemptAt)
-            .limit(limit * PASS_OVER_WINDOW)
-            .into_query();
-        Condition::all()
-            .add(lane_condition.clone())
-            .add(Column::Id.in_subquery(window))
-            .add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+        Condition::all().add(lane_condition.clone()).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
     };
     // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
     // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,

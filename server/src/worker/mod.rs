@@ -44,6 +44,8 @@ pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// At most this many messages per claim statement.
 const CLAIM_BATCH: u64 = 128;
+/// At most this many claimed messages wait in a lane for their endpoints.
+const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
@@ -132,9 +134,12 @@ impl Worker {
                 last_sweep = now;
                 self.expire_held().await;
             }
-            // Claim while fewer than half a batch wait, so claims keep pace with deliveries.
+            // Claim while fewer than half a batch wait for endpoints with room, so claims keep
+            // pace with deliveries; messages queued for crowded endpoints (a slow receiver's) hold
+            // up no one else, up to a bound on what the lane keeps in memory.
             let free = permits.available_permits() as u64;
-            if free > 0 && waiting.len() < CLAIM_BATCH as usize / 2 && lookout.should_look(now, &waiting, round) {
+            let hungry = waiting.uncrowded(round) < CLAIM_BATCH as usize / 2 && waiting.len() < MAX_WAITING;
+            if free > 0 && hungry && lookout.should_look(now, &waiting, round) {
                 let limit = free.min(CLAIM_BATCH);
                 let crowded = waiting.crowded(round);
                 let jobs = self.claim(lane, limit, &crowded).await.unwrap_or_else(|e| {

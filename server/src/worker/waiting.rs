@@ -33,6 +33,12 @@ impl Waiting {
         self.total += 1;
     }
 
+    /// How many wait for endpoints with fewer than `round` waiting: the messages a
+    /// claim should keep coming, as a crowded endpoint's queue must not hold up the others'.
+    pub fn uncrowded(&self, round: usize) -> usize {
+        self.queues.values().map(VecDeque::len).filter(|&n| n < round).sum()
+    }
+
     /// Endpoints with at least `round` messages waiting, which a claim should pass over.
     pub fn crowded(&self, round: usize) -> Vec<String> {
         self.queues.iter().filter(|(_, q)| q.len() >= round).map(|(id, _)| id.clone()).collect()
@@ -97,6 +103,7 @@ mod tests {
         }
         waiting.push(job("b1", "ep_b"), 0);
         assert_eq!(waiting.crowded(3), vec!["ep_a".to_string()]);
+        assert_eq!(waiting.uncrowded(3), 1, "only ep_b's message counts against the next claim");
 
         let mut first = waiting.start(|ep| take_place(&permits, &slots, ep));
         first.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
