@@ -126,10 +126,10 @@ pub async fn claim(
     // Endpoints at their concurrency limit wait; their messages stay for later claims.
     // Passing over them reads past their due messages, which keeps other endpoints'
     // messages from waiting behind one slow endpoint's backlog.
-    let picked_from = if busy_endpoints.is_empty() {
-        lane_condition.clone()
+    let lane_condition = if busy_endpoints.is_empty() {
+        lane_condition
     } else {
-        Condition::all().add(lane_condition.clone()).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
     };
     // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
     // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,
@@ -145,7 +145,7 @@ pub async fn claim(
     let picked: Vec<String> = Messages::find()
         .select_only()
         .column(Column::Id)
-        .filter(picked_from)
+        .filter(lane_condition.clone())
         .order_by_asc(Column::NextAttemptAt)
         .limit(limit)
         .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)

@@ -96,7 +96,7 @@ impl Worker {
         let delivery = &state.settings.delivery;
         let client =
             http::client(state.settings.allow_private_targets, delivery.fresh_concurrency + delivery.retry_concurrency);
-        let slots = EndpointSlots::new(state.settings.delivery.endpoint_concurrency);
+        let slots = EndpointSlots::new(delivery.endpoint_concurrency);
         let recorder = Recorder::spawn(state.clone());
         Worker { state, client, slots, recorder }
     }
