@@ -79,6 +79,14 @@ pub fn action_error(
     }
 }
 
+/// Answers the page with 404 Not Found; the page itself says there is nothing here.
+pub fn not_found_status() {
+    #[cfg(feature = "ssr")]
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(http::StatusCode::NOT_FOUND);
+    }
+}
+
 /// A load error in place of the page's content.
 pub fn load_error(e: ServerFnError) -> AnyView {
     let text = match e {

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::domain::dto::{AuditEntry, Customer, Page, User};
-use crate::ui::components::{Frame, NextPage, action_error, load_error, time};
+use crate::ui::components::{Frame, NextPage, action_error, load_error, not_found_status, time};
 use crate::ui::server_fns::{
     CreateApiKey, CreateCustomer, CreateUser, get_audit, get_customers, get_users, get_viewer, take_api_key_token,
 };
@@ -29,9 +29,17 @@ pub fn CustomersPage() -> impl IntoView {
         <Frame title="Customers">
             <Suspense fallback=|| ()>
             {move || Suspend::new(async move {
-            // Only admins get this page; anyone else sees "not found" (with a 404 from the data).
-            if !viewer.await.ok().flatten().is_some_and(|v| v.is_admin()) {
-                return view! { <p>"There is nothing here."</p> }.into_any();
+            // Only admins get this page; anyone else sees "not found". The status is set
+            // here: the data's own 404 may come after the response has started.
+            // (Nobody logged in is sent to the login page by the frame instead.)
+            match viewer.await.ok().flatten() {
+                Some(v) if v.is_admin() => {}
+                signed_in => {
+                    if signed_in.is_some() {
+                        not_found_status();
+                    }
+                    return view! { <p>"There is nothing here."</p> }.into_any();
+                }
             }
             view! {
             {move || query.read().get("created").map(|id| view! { <p class="notice" role="status">{format!("Customer {id} created.")}</p> })}

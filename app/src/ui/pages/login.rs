@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use crate::ui::components::{Frame, action_error};
+use crate::ui::components::{Frame, action_error, not_found_status};
 use crate::ui::server_fns::Login;
 
 #[component]
@@ -22,10 +22,7 @@ pub fn LoginPage() -> impl IntoView {
 
 #[component]
 pub fn NotFoundPage() -> impl IntoView {
-    #[cfg(feature = "ssr")]
-    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-        response.set_status(http::StatusCode::NOT_FOUND);
-    }
+    not_found_status();
     view! {
         <Frame title="Not found">
             <p>"There is nothing here."</p>
