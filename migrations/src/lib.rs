@@ -7,12 +7,18 @@ pub use sea_orm_migration::prelude::*;
 mod m0001_initial;
 mod m0002_sessions;
 mod m0003_meta;
+mod m0004_open_message_indexes;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m0001_initial::Migration), Box::new(m0002_sessions::Migration), Box::new(m0003_meta::Migration)]
+        vec![
+            Box::new(m0001_initial::Migration),
+            Box::new(m0002_sessions::Migration),
+            Box::new(m0003_meta::Migration),
+            Box::new(m0004_open_message_indexes::Migration),
+        ]
     }
 }

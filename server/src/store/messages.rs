@@ -95,6 +95,13 @@ pub async fn list(
     query.all(db).await
 }
 
+/// Open messages: pending, delivering or held, the ones with a next attempt.
+/// The worker's indexes hold only these; a query must say so to use them (a
+/// comparison on `next_attempt_at` says it too).
+fn open() -> Expr {
+    Column::NextAttemptAt.is_not_null()
+}
+
 /// The two queues of the worker: first attempts, and everything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
@@ -350,6 +357,7 @@ pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &str, now_ms:
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::EndpointId.eq(endpoint_id))
         .filter(Column::State.eq(MessageState::Pending.as_str()))
+        .filter(open())
         .exec(db)
         .await?;
     Ok(result.rows_affected)
@@ -373,6 +381,7 @@ pub async fn release_endpoint(
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::EndpointId.eq(endpoint_id))
         .filter(waiting)
+        .filter(open())
         .exec(db)
         .await?;
     Ok(result.rows_affected)
@@ -432,6 +441,7 @@ pub async fn next_due_at(db: &impl ConnectionTrait) -> Result<Option<i64>, DbErr
         .select_only()
         .column_as(Expr::col(Column::NextAttemptAt).min(), "next")
         .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Delivering.as_str()]))
+        .filter(open())
         .into_tuple()
         .one(db)
         .await?;
