@@ -100,6 +100,9 @@ impl Application {
     /// Serves until `shutdown` turns true; the workers run unless `with_workers` is false.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_workers: bool) -> std::io::Result<()> {
         let worker = with_workers.then(|| tokio::spawn(Worker::new(self.state.clone()).run(shutdown.clone())));
+        let url = &self.state.settings.database_url;
+        let checkpoints =
+            store::checkpoint::applies_to(url).then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
         let app = Self::router(self.state.clone());
         let mut stop = shutdown.clone();
         axum::serve(self.listener, app)
@@ -110,6 +113,9 @@ impl Application {
         let _ = shutdown.wait_for(|stopped| *stopped).await;
         if let Some(worker) = worker {
             let _ = worker.await;
+        }
+        if let Some(checkpoints) = checkpoints {
+            let _ = checkpoints.await;
         }
         Ok(())
     }

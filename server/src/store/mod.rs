@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod attempts;
 pub mod audit;
+pub mod checkpoint;
 pub mod customers;
 pub mod endpoints;
 pub mod entities;
@@ -39,6 +40,8 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
                 .pragma("cache_size", "-16384")
                 .pragma("mmap_size", "0")
                 .pragma("temp_store", "memory")
+                // Checkpoints run on a connection of their own (see `checkpoint`).
+                .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
         });
     } else {
         options.max_connections(16).min_connections(1);
