@@ -14,6 +14,7 @@ use app::domain::event::CloudEvent;
 use app::domain::states::MessageState;
 use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use super::events::{pending_message, policy_of};
 use super::subscriptions::matches;
@@ -23,7 +24,7 @@ use crate::ids::new_id;
 use crate::store::endpoints::circuit_of;
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::Lane;
-use crate::store::{endpoints, events, messages, notify, subscriptions};
+use crate::store::{self, endpoints, events, messages, notify, subscriptions};
 use crate::worker::handoff::{Handoff, Ready};
 use crate::worker::{Job, Wakeup};
 
@@ -68,13 +69,21 @@ impl Intake {
 }
 
 async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
+    let parts = Arc::new(parts);
+    let writers = store::concurrent_writers(&parts.db);
+    let mut writing = JoinSet::new();
     let mut held: Option<Request> = None;
     loop {
+        // The database takes this many transactions at once (PostgreSQL flushes their
+        // commits together); meanwhile the next requests gather into the next batch.
+        while writing.len() >= writers {
+            writing.join_next().await;
+        }
         let first = match held.take() {
             Some(request) => request,
             None => match incoming.recv().await {
                 Some(request) => request,
-                None => return,
+                None => break,
             },
         };
         let mut size = first.events.len();
@@ -87,28 +96,34 @@ async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>)
             size += next.events.len();
             batch.push(next);
         }
-        let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
-        match write(&parts, &work).await {
-            Ok(written) => {
-                for ready in written.ready {
-                    parts.handoff.start(ready);
-                }
-                if written.pending > 0 {
-                    parts.wake.of(Lane::Fresh).notify_one();
-                }
-                for (reply, answer) in replies.into_iter().zip(written.answers) {
-                    let _ = reply.send(Ok(answer));
-                }
+        writing.spawn(commit_batch(parts.clone(), batch, size));
+    }
+    while writing.join_next().await.is_some() {}
+}
+
+/// Writes one batch in one transaction and answers each of its requests.
+async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize) {
+    let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
+    match write(&parts, &work).await {
+        Ok(written) => {
+            for ready in written.ready {
+                parts.handoff.start(ready);
             }
-            Err(e) => {
-                tracing::error!(error = %e, requests = replies.len(), "publishing failed; nothing was stored");
-                for reply in replies {
-                    let _ = reply.send(Err(copy_error(&e)));
-                }
+            if written.pending > 0 {
+                parts.wake.of(Lane::Fresh).notify_one();
+            }
+            for (reply, answer) in replies.into_iter().zip(written.answers) {
+                let _ = reply.send(Ok(answer));
             }
         }
-        metrics::histogram!("herald_publish_batch_events").record(size as f64);
+        Err(e) => {
+            tracing::error!(error = %e, requests = replies.len(), "publishing failed; nothing was stored");
+            for reply in replies {
+                let _ = reply.send(Err(copy_error(&e)));
+            }
+        }
     }
+    metrics::histogram!("herald_publish_batch_events").record(size as f64);
 }
 
 /// Every request of a failed transaction gets the same error.

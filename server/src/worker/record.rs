@@ -11,6 +11,7 @@ use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use super::decide::Decision;
 use super::http::Received;
@@ -19,7 +20,7 @@ use crate::state::AppState;
 use crate::store::endpoints::{circuit_of, get_for_update, save_circuit};
 use crate::store::entities::{attempt, message};
 use crate::store::messages::End;
-use crate::store::{attempts, messages};
+use crate::store::{self, attempts, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -62,7 +63,13 @@ impl Recorder {
 }
 
 async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
-    while let Some(first) = incoming.recv().await {
+    let writers = store::concurrent_writers(&state.db);
+    let mut writing = JoinSet::new();
+    loop {
+        while writing.len() >= writers {
+            writing.join_next().await;
+        }
+        let Some(first) = incoming.recv().await else { break };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match incoming.try_recv() {
@@ -70,23 +77,29 @@ async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
                 Err(_) => break,
             }
         }
-        let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
-        let size = records.len();
-        match write(&state, records).await {
-            Ok(results) => {
-                for (reply, result) in replies.into_iter().zip(results) {
-                    let _ = reply.send(Ok(result));
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, size, "recording attempts failed; their leases will expire and they are retried");
-                for reply in replies {
-                    let _ = reply.send(Err(e.to_string()));
-                }
+        writing.spawn(commit_batch(state.clone(), batch));
+    }
+    while writing.join_next().await.is_some() {}
+}
+
+/// Writes one batch in one transaction and answers each attempt's worker.
+async fn commit_batch(state: AppState, batch: Vec<Pending>) {
+    let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
+    let size = records.len();
+    match write(&state, records).await {
+        Ok(results) => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(Ok(result));
             }
         }
-        metrics::histogram!("herald_record_batch_size").record(size as f64);
+        Err(e) => {
+            tracing::error!(error = %e, size, "recording attempts failed; their leases will expire and they are retried");
+            for reply in replies {
+                let _ = reply.send(Err(e.to_string()));
+            }
+        }
     }
+    metrics::histogram!("herald_record_batch_size").record(size as f64);
 }
 
 fn headers_json(headers: &[(String, String)]) -> String {
