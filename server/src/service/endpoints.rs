@@ -35,7 +35,7 @@ pub async fn unlock(state: &AppState, who: &Principal, id: &str) -> Result<dto::
     save_circuit(&txn, id, &circuit, now).await?;
     // Held messages, and those deferred to the next probe, are due now.
     let released = messages::release_endpoint(&txn, id, row.next_probe_at.unwrap_or(now).max(now), now).await?;
-    notify::send(&txn).await?;
+    notify::send(&txn, state.wake.origin()).await?;
     let detail = json!({"url": row.url, "previous_state": row.state, "released_messages": released});
     audit::insert(&txn, audit_row(state, who, "endpoint.unlock", id, detail)).await?;
     txn.commit().await?;

@@ -87,7 +87,7 @@ pub async fn send_test(state: &AppState, who: &Principal, subscription_id: &str)
     let txn = state.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, vec![msg]).await?;
-    notify::send(&txn).await?;
+    notify::send(&txn, state.wake.origin()).await?;
     txn.commit().await?;
     state.wake.notify_one();
     Ok(id)

@@ -225,7 +225,7 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
     let pending = new_messages.len() - ready.len();
     messages::insert_many(&txn, new_messages).await?;
     if pending > 0 {
-        notify::send(&txn).await?;
+        notify::send(&txn, parts.wake.origin()).await?;
     }
     txn.commit().await?;
 

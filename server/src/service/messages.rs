@@ -122,7 +122,7 @@ async fn replay(state: &AppState, filter: &MessageFilter, ids: Option<Vec<String
     let txn = state.db.begin().await?;
     let replayed = messages::replay(&txn, filter, ids, state.now_ms()).await?;
     if replayed > 0 {
-        notify::send(&txn).await?;
+        notify::send(&txn, state.wake.origin()).await?;
     }
     txn.commit().await?;
     Ok(replayed)

@@ -435,19 +435,6 @@ pub async fn move_to_endpoint(
         .map(|_| ())
 }
 
-/// The earliest time a pending message is due, for the dispatcher's sleep.
-pub async fn next_due_at(db: &impl ConnectionTrait) -> Result<Option<i64>, DbErr> {
-    let row: Option<Option<i64>> = Messages::find()
-        .select_only()
-        .column_as(Expr::col(Column::NextAttemptAt).min(), "next")
-        .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Delivering.as_str()]))
-        .filter(open())
-        .into_tuple()
-        .one(db)
-        .await?;
-    Ok(row.flatten())
-}
-
 /// How many messages are in each state: (state, count).
 pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
     let mut query = Messages::find()

@@ -1,6 +1,6 @@
 //! Wake-ups between Herald processes sharing one PostgreSQL database: a commit
 //! that makes messages due sends NOTIFY; every process LISTENs and wakes its
-//! lanes. On SQLite (one process) both are no-ops.
+//! lanes on the others' notifications. On SQLite (one process) both are no-ops.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +13,13 @@ use crate::worker::Wakeup;
 
 const CHANNEL: &str = "herald_wake";
 
-/// Inside a transaction, the notification is sent at commit, never before.
-pub async fn send(db: &impl ConnectionTrait) -> Result<(), DbErr> {
+/// Inside a transaction, the notification is sent at commit, never before. It
+/// carries the sender's `origin` (the hex of [`Wakeup::origin`]), which ignores
+/// its own: it has woken its lanes itself.
+pub async fn send(db: &impl ConnectionTrait, origin: &str) -> Result<(), DbErr> {
     if db.get_database_backend() == DbBackend::Postgres {
-        db.execute_unprepared(&format!("NOTIFY {CHANNEL}")).await?;
+        debug_assert!(origin.bytes().all(|b| b.is_ascii_hexdigit()), "a literal needs no quoting");
+        db.execute_unprepared(&format!("NOTIFY {CHANNEL}, '{origin}'")).await?;
     }
     Ok(())
 }
@@ -45,6 +48,7 @@ pub async fn listen(db: DatabaseConnection, wake: Arc<Wakeup>, mut shutdown: wat
         loop {
             tokio::select! {
                 received = listener.recv() => match received {
+                    Ok(notification) if notification.payload() == wake.origin() => {}
                     Ok(_) => wake.notify_one(),
                     Err(e) => {
                         tracing::warn!(error = %e, "the LISTEN connection dropped; reconnecting");

@@ -78,13 +78,16 @@ impl Worker {
             let latency = (self.state.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
             metrics::histogram!("herald_delivery_latency_seconds").record(latency);
         }
-        let retry_scheduled = decision.finish.state == MessageState::Pending;
+        let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
         let message_id = msg.id.clone();
         let attempt = AttemptRecord { message: job.message.clone(), started_at, request_headers, received, decision };
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
-                // The retry lane may sleep until a later time, and a closed circuit frees waiting messages.
-                if retry_scheduled || (transition.changed() && transition.to == EndpointState::Closed) {
+                // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.
+                if let Some(at) = retry_at {
+                    self.state.wake.retry_at(at);
+                }
+                if transition.changed() && transition.to == EndpointState::Closed {
                     self.state.wake.of(Lane::Retry).notify_one();
                 }
             }

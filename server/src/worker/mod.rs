@@ -12,10 +12,11 @@ mod lookout;
 mod record;
 mod request;
 pub mod resolver;
+mod retry_times;
 mod waiting;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sea_orm::DbErr;
@@ -32,6 +33,7 @@ pub use deliver::Job;
 use handoff::{Place, Ready, take_place};
 use lookout::Lookout;
 use record::Recorder;
+use retry_times::RetryTimes;
 use waiting::Waiting;
 
 /// How long a claim may stay unfinished before another worker takes it over:
@@ -52,12 +54,28 @@ const PUT_BACK_MS: i64 = 200;
 /// Wakes the lanes: to claim (messages came due), or only to start messages
 /// waiting for an endpoint that has room again. A permit is stored when a lane
 /// is busy, so no wake-up is lost.
-#[derive(Default)]
 pub struct Wakeup {
+    /// Names this process in the wake-ups it sends other processes, so that it
+    /// ignores its own.
+    origin: String,
     fresh: Notify,
     retry: Notify,
     fresh_room: Notify,
     retry_room: Notify,
+    retry_times: Mutex<RetryTimes>,
+}
+
+impl Default for Wakeup {
+    fn default() -> Wakeup {
+        Wakeup {
+            origin: format!("{:016x}", rand::random::<u64>()),
+            fresh: Notify::new(),
+            retry: Notify::new(),
+            fresh_room: Notify::new(),
+            retry_room: Notify::new(),
+            retry_times: Mutex::default(),
+        }
+    }
 }
 
 impl Wakeup {
@@ -65,11 +83,22 @@ impl Wakeup {
         self.fresh.notify_one();
         self.retry.notify_one();
     }
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
     pub(crate) fn of(&self, lane: Lane) -> &Notify {
         match lane {
             Lane::Fresh => &self.fresh,
             Lane::Retry => &self.retry,
         }
+    }
+    /// A retry was scheduled for `at_ms`: the retry lane looks again then.
+    pub(crate) fn retry_at(&self, at_ms: i64) {
+        self.retry_times.lock().expect("retry times").add(at_ms);
+        self.retry.notify_one();
+    }
+    fn next_retry_after(&self, now_ms: i64) -> Option<i64> {
+        self.retry_times.lock().expect("retry times").next_after(now_ms)
     }
     fn room(&self) {
         self.fresh_room.notify_one();
@@ -148,7 +177,7 @@ impl Worker {
                 });
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
                 let idle =
-                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for().await } else { IDLE_POLL };
+                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for() } else { IDLE_POLL };
                 lookout.claimed(jobs.len(), limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
@@ -186,15 +215,13 @@ impl Worker {
         in_flight.spawn(async move { worker.deliver(ready.job, ready.place).await });
     }
 
-    /// How long a lane with nothing due may sleep: until the next message is
-    /// due, and never longer than the idle poll.
-    async fn idle_for(&self) -> Duration {
-        match messages::next_due_at(&self.state.db).await {
-            Ok(Some(due)) => {
-                let wait = (due - self.state.now_ms()).clamp(10, IDLE_POLL.as_millis() as i64);
-                Duration::from_millis(wait as u64)
-            }
-            _ => IDLE_POLL,
+    /// How long a lane with nothing due may sleep: until the next retry this
+    /// process scheduled, and never longer than the idle poll.
+    fn idle_for(&self) -> Duration {
+        let now = self.state.now_ms();
+        match self.state.wake.next_retry_after(now) {
+            Some(due) => Duration::from_millis((due - now).clamp(1, IDLE_POLL.as_millis() as i64) as u64),
+            None => IDLE_POLL,
         }
     }
 
@@ -247,8 +274,9 @@ impl Worker {
         }
         let now = self.state.now_ms();
         for (token, ids) in by_token {
-            if let Err(e) = messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
-                tracing::error!(error = %e, "putting back messages failed; they are retried after their lease");
+            match messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
+                Ok(_) => self.state.wake.retry_at(now + PUT_BACK_MS),
+                Err(e) => tracing::error!(error = %e, "putting back messages failed; they are retried after their lease"),
             }
         }
     }
