@@ -13,7 +13,11 @@ pub struct Migration;
 /// endpoint's also gains the next attempt, so that its due messages are one range.
 const PARTIAL: [(&str, &[&str], &[&str]); 3] = [
     ("idx_messages_due", &["state", "next_attempt_at"], &["state", "next_attempt_at"]),
-    ("idx_messages_fresh", &["state", "attempt_count", "next_attempt_at"], &["state", "attempt_count", "next_attempt_at"]),
+    (
+        "idx_messages_fresh",
+        &["state", "attempt_count", "next_attempt_at"],
+        &["state", "attempt_count", "next_attempt_at"],
+    ),
     ("idx_messages_endpoint", &["endpoint_id", "state"], &["endpoint_id", "state", "next_attempt_at"]),
 ];
 

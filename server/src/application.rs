@@ -101,8 +101,8 @@ impl Application {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_workers: bool) -> std::io::Result<()> {
         let worker = with_workers.then(|| tokio::spawn(Worker::new(self.state.clone()).run(shutdown.clone())));
         let url = &self.state.settings.database_url;
-        let checkpoints =
-            store::checkpoint::applies_to(url).then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
+        let checkpoints = store::checkpoint::applies_to(url)
+            .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
         let app = Self::router(self.state.clone());
         let mut stop = shutdown.clone();
         axum::serve(self.listener, app)

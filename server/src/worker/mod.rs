@@ -176,8 +176,7 @@ impl Worker {
                     Vec::new()
                 });
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
-                let idle =
-                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for() } else { IDLE_POLL };
+                let idle = if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for() } else { IDLE_POLL };
                 lookout.claimed(jobs.len(), limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
@@ -276,7 +275,9 @@ impl Worker {
         for (token, ids) in by_token {
             match messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
                 Ok(_) => self.state.wake.retry_at(now + PUT_BACK_MS),
-                Err(e) => tracing::error!(error = %e, "putting back messages failed; they are retried after their lease"),
+                Err(e) => {
+                    tracing::error!(error = %e, "putting back messages failed; they are retried after their lease")
+                }
             }
         }
     }
