@@ -11,6 +11,7 @@ use sea_orm::{
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
 use app::domain::states::{EndpointState, MessageState};
+use migrations::{FRESH_LANE, RETRY_LANE};
 
 use super::entities::endpoint;
 use super::entities::message::{self, Column, Entity as Messages};
@@ -122,12 +123,13 @@ pub async fn claim(
     lease_token: i64,
     busy_endpoints: &[String],
 ) -> Result<Vec<message::Model>, DbErr> {
+    // Each lane reads its own partial index, named by the same literal condition.
     let due = Column::NextAttemptAt.lte(now_ms);
     let pending = Column::State.eq(MessageState::Pending.as_str());
     let lane_condition = match lane {
-        Lane::Fresh => Condition::all().add(pending).add(Column::AttemptCount.eq(0)).add(due.clone()),
+        Lane::Fresh => Condition::all().add(pending).add(Expr::cust(FRESH_LANE)).add(due.clone()),
         Lane::Retry => Condition::any()
-            .add(Condition::all().add(pending).add(Column::AttemptCount.gt(0)).add(due.clone()))
+            .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
             .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
     };
     // Endpoints at their concurrency limit wait; their messages stay for later claims.
