@@ -192,7 +192,11 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
         }
         entries.push(request_entries);
     }
-    let inserted = events::insert_new_many(&txn, rows.clone()).await?;
+    // In key order: concurrent batches (PostgreSQL) that share keys then wait for
+    // each other in one direction, never crosswise into a deadlock.
+    let mut by_key = rows.clone();
+    by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
+    let inserted = events::insert_new_many(&txn, by_key).await?;
 
     let token = rand::random::<i64>().abs().max(1);
     let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());

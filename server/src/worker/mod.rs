@@ -176,7 +176,8 @@ impl Worker {
                     Vec::new()
                 });
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
-                let idle = if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for() } else { IDLE_POLL };
+                let idle =
+                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
                 lookout.claimed(jobs.len(), limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
@@ -214,11 +215,12 @@ impl Worker {
         in_flight.spawn(async move { worker.deliver(ready.job, ready.place).await });
     }
 
-    /// How long a lane with nothing due may sleep: until the next retry this
-    /// process scheduled, and never longer than the idle poll.
-    fn idle_for(&self) -> Duration {
+    /// How long a lane whose claim at `claimed_at` came back short may sleep:
+    /// until the next retry this process scheduled after that claim, and never
+    /// longer than the idle poll.
+    fn idle_for(&self, claimed_at: i64) -> Duration {
         let now = self.state.now_ms();
-        match self.state.wake.next_retry_after(now) {
+        match self.state.wake.next_retry_after(claimed_at) {
             Some(due) => Duration::from_millis((due - now).clamp(1, IDLE_POLL.as_millis() as i64) as u64),
             None => IDLE_POLL,
         }
@@ -267,14 +269,18 @@ impl Worker {
     /// so that a saturated endpoint's backlog is not claimed again and again
     /// ahead of other work. One statement per claim (lease token).
     async fn put_back(&self, jobs: Vec<Job>) {
-        let mut by_token: HashMap<i64, Vec<String>> = HashMap::new();
+        let mut by_token: HashMap<i64, (Vec<String>, bool)> = HashMap::new();
         for job in jobs {
-            by_token.entry(job.message.lease_token.unwrap_or_default()).or_default().push(job.message.id);
+            let (ids, retries) = by_token.entry(job.message.lease_token.unwrap_or_default()).or_default();
+            ids.push(job.message.id);
+            *retries |= job.message.attempt_count > 0;
         }
         let now = self.state.now_ms();
-        for (token, ids) in by_token {
+        for (token, (ids, retries)) in by_token {
             match messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
-                Ok(_) => self.state.wake.retry_at(now + PUT_BACK_MS),
+                // The retry lane looks again when they are due; fresh ones are found by the fresh lane's poll.
+                Ok(_) if retries => self.state.wake.retry_at(now + PUT_BACK_MS),
+                Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "putting back messages failed; they are retried after their lease")
                 }
