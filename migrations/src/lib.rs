@@ -9,7 +9,7 @@ mod m0002_sessions;
 mod m0003_meta;
 mod m0004_open_message_indexes;
 
-/// How queries spell the lanes of the partial indexes, literally, so that the planners use them.
+/// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
 
 pub struct Migrator;

@@ -6,7 +6,7 @@
 //! messages (a retry backlog scheduled for tomorrow, or a burst of fresh
 //! messages). Queries that use them say `next_attempt_at IS NOT NULL` or compare
 //! it, and spell the attempt count as the same literal (`attempt_count = 0`,
-//! `attempt_count > 0`), so the planners may.
+//! `attempt_count > 0`), so that PostgreSQL's generic plans may use them too.
 
 use sea_orm_migration::prelude::*;
 

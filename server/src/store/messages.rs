@@ -123,23 +123,7 @@ pub async fn claim(
     lease_token: i64,
     busy_endpoints: &[String],
 ) -> Result<Vec<message::Model>, DbErr> {
-    // Each lane reads its own partial index, named by the same literal condition.
-    let due = Column::NextAttemptAt.lte(now_ms);
-    let pending = Column::State.eq(MessageState::Pending.as_str());
-    let lane_condition = match lane {
-        Lane::Fresh => Condition::all().add(pending).add(Expr::cust(FRESH_LANE)).add(due.clone()),
-        Lane::Retry => Condition::any()
-            .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
-            .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
-    };
-    // Endpoints at their concurrency limit wait; their messages stay for later claims.
-    // Passing over them reads past their due messages, which keeps other endpoints'
-    // messages from waiting behind one slow endpoint's backlog.
-    let lane_condition = if busy_endpoints.is_empty() {
-        lane_condition
-    } else {
-        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
-    };
+    let lane_condition = lane_due(lane, now_ms, busy_endpoints);
     // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
     // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,
     // slowly. The rows picked stay locked (SKIP LOCKED for other claimers) until
@@ -151,16 +135,7 @@ pub async fn claim(
         // need not wait for the disk.
         txn.execute_unprepared("SET LOCAL synchronous_commit = off").await?;
     }
-    let picked: Vec<String> = Messages::find()
-        .select_only()
-        .column(Column::Id)
-        .filter(lane_condition.clone())
-        .order_by_asc(Column::NextAttemptAt)
-        .limit(limit)
-        .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
-        .into_tuple()
-        .all(&txn)
-        .await?;
+    let picked: Vec<String> = pick(lane_condition.clone(), limit).all(&txn).await?;
     if picked.is_empty() {
         txn.commit().await?;
         return Ok(Vec::new());
@@ -176,6 +151,39 @@ pub async fn claim(
         .await?;
     txn.commit().await?;
     Ok(claimed)
+}
+
+/// The lane's due messages, passing over `busy_endpoints`.
+fn lane_due(lane: Lane, now_ms: i64, busy_endpoints: &[String]) -> Condition {
+    // Each lane reads its own partial index, named by the same literal condition.
+    let due = Column::NextAttemptAt.lte(now_ms);
+    let pending = Column::State.eq(MessageState::Pending.as_str());
+    let lane_condition = match lane {
+        Lane::Fresh => Condition::all().add(pending).add(Expr::cust(FRESH_LANE)).add(due.clone()),
+        Lane::Retry => Condition::any()
+            .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
+            .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
+    };
+    // Endpoints at their concurrency limit wait; their messages stay for later claims.
+    // Passing over them reads past their due messages, which keeps other endpoints'
+    // messages from waiting behind one slow endpoint's backlog.
+    if busy_endpoints.is_empty() {
+        lane_condition
+    } else {
+        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+    }
+}
+
+/// The ids of the first `limit` messages due, locked (PostgreSQL) for the claim's update.
+fn pick(lane_condition: Condition, limit: u64) -> sea_orm::Selector<sea_orm::SelectGetableTuple<String>> {
+    Messages::find()
+        .select_only()
+        .column(Column::Id)
+        .filter(lane_condition)
+        .order_by_asc(Column::NextAttemptAt)
+        .limit(limit)
+        .lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+        .into_tuple()
 }
 
 /// The end of one attempt, as the message should record it.
@@ -448,4 +456,36 @@ pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>
         query = query.filter(Column::CustomerId.eq(customer_id));
     }
     query.into_tuple().all(db).await
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{Database, QueryTrait};
+
+    use super::*;
+
+    /// SQLite's query plan of the claim's pick for `lane`.
+    async fn plan(lane: Lane, busy: &[String]) -> String {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        super::super::migrate(&db).await.unwrap();
+        let select = Messages::find().select_only().column(Column::Id).filter(lane_due(lane, 1_000, busy));
+        let stmt = select.order_by_asc(Column::NextAttemptAt).limit(128).build(DbBackend::Sqlite);
+        let explain = Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            format!("EXPLAIN QUERY PLAN {}", stmt.sql),
+            stmt.values.map(|v| v.0).unwrap_or_default(),
+        );
+        let rows = db.query_all_raw(explain).await.unwrap();
+        rows.iter().map(|r| r.try_get::<String>("", "detail").unwrap()).collect::<Vec<_>>().join("\n")
+    }
+
+    #[tokio::test]
+    async fn each_lane_reads_its_own_partial_index() {
+        let busy = ["ep_busy".to_string()];
+        let fresh = plan(Lane::Fresh, &busy).await;
+        assert!(fresh.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{fresh}");
+        let retry = plan(Lane::Retry, &busy).await;
+        assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
+        assert!(!retry.contains("idx_messages_fresh"), "{retry}");
+    }
 }
