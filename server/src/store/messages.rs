@@ -135,7 +135,7 @@ pub async fn claim(
         // need not wait for the disk.
         txn.execute_unprepared("SET LOCAL synchronous_commit = off").await?;
     }
-    let picked: Vec<String> = pick(lane_condition.clone(), limit).all(&txn).await?;
+    let picked: Vec<String> = pick(lane_condition, limit).all(&txn).await?;
     if picked.is_empty() {
         txn.commit().await?;
         return Ok(Vec::new());
@@ -146,7 +146,7 @@ pub async fn claim(
         .col_expr(Column::LeaseToken, Expr::val(lease_token))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::Id.is_in(picked))
-        .filter(lane_condition)
+        .filter(not_leased(now_ms))
         .exec_with_returning(&txn)
         .await?;
     txn.commit().await?;
@@ -172,6 +172,15 @@ fn lane_due(lane: Lane, now_ms: i64, busy_endpoints: &[String]) -> Condition {
     } else {
         Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
     }
+}
+
+/// The claim's guard on the rows it picked: none holds a live lease. The pick
+/// ran in the same transaction and locked its rows (PostgreSQL), so they are
+/// still due; the guard uses columns no index leads with, so the update finds
+/// its rows by id (repeating the lane's condition made SQLite walk the lane's
+/// whole due range instead, once per claim).
+fn not_leased(now_ms: i64) -> Condition {
+    Condition::any().add(Column::LeaseToken.is_null()).add(Column::NextAttemptAt.lte(now_ms))
 }
 
 /// The ids of the first `limit` messages due, locked (PostgreSQL) for the claim's update.
@@ -487,5 +496,24 @@ mod tests {
         let retry = plan(Lane::Retry, &busy).await;
         assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
         assert!(!retry.contains("idx_messages_fresh"), "{retry}");
+    }
+
+    #[tokio::test]
+    async fn the_claims_update_finds_its_rows_by_id() {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        super::super::migrate(&db).await.unwrap();
+        let update = Messages::update_many()
+            .col_expr(Column::State, Expr::val(MessageState::Delivering.as_str()))
+            .filter(Column::Id.is_in(["msg_a", "msg_b"]))
+            .filter(not_leased(1_000))
+            .build(DbBackend::Sqlite);
+        let explain = Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            format!("EXPLAIN QUERY PLAN {}", update.sql),
+            update.values.map(|v| v.0).unwrap_or_default(),
+        );
+        let rows = db.query_all_raw(explain).await.unwrap();
+        let plan: Vec<String> = rows.iter().map(|r| r.try_get::<String>("", "detail").unwrap()).collect();
+        assert_eq!(plan, ["SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"]);
     }
 }
