@@ -14,7 +14,6 @@ use app::domain::event::CloudEvent;
 use app::domain::states::MessageState;
 use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 
 use super::events::{pending_message, policy_of};
 use super::subscriptions::matches;
@@ -24,7 +23,8 @@ use crate::ids::new_id;
 use crate::store::endpoints::circuit_of;
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::Lane;
-use crate::store::{self, endpoints, events, messages, notify, subscriptions};
+use crate::store::writers::Writers;
+use crate::store::{endpoints, events, messages, notify, subscriptions};
 use crate::worker::handoff::{Handoff, Ready};
 use crate::worker::{Job, Wakeup};
 
@@ -70,15 +70,10 @@ impl Intake {
 
 async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
-    let writers = store::concurrent_writers(&parts.db);
-    let mut writing = JoinSet::new();
+    let mut writers = Writers::for_database(&parts.db);
     let mut held: Option<Request> = None;
     loop {
-        // The database takes this many transactions at once (PostgreSQL flushes their
-        // commits together); meanwhile the next requests gather into the next batch.
-        while writing.len() >= writers {
-            writing.join_next().await;
-        }
+        writers.room().await;
         let first = match held.take() {
             Some(request) => request,
             None => match incoming.recv().await {
@@ -96,9 +91,9 @@ async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>)
             size += next.events.len();
             batch.push(next);
         }
-        writing.spawn(commit_batch(parts.clone(), batch, size));
+        writers.spawn(commit_batch(parts.clone(), batch, size));
     }
-    while writing.join_next().await.is_some() {}
+    writers.finish().await;
 }
 
 /// Writes one batch in one transaction and answers each of its requests.

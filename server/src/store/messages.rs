@@ -473,47 +473,42 @@ mod tests {
 
     use super::*;
 
-    /// SQLite's query plan of the claim's pick for `lane`.
-    async fn plan(lane: Lane, busy: &[String]) -> String {
+    /// SQLite's query plan of `stmt` on a fresh schema, a line per step.
+    async fn plan(stmt: Statement) -> Vec<String> {
         let db = Database::connect("sqlite::memory:").await.unwrap();
         super::super::migrate(&db).await.unwrap();
-        let select = Messages::find().select_only().column(Column::Id).filter(lane_due(lane, 1_000, busy));
-        let stmt = select.order_by_asc(Column::NextAttemptAt).limit(128).build(DbBackend::Sqlite);
         let explain = Statement::from_sql_and_values(
             DbBackend::Sqlite,
             format!("EXPLAIN QUERY PLAN {}", stmt.sql),
             stmt.values.map(|v| v.0).unwrap_or_default(),
         );
         let rows = db.query_all_raw(explain).await.unwrap();
-        rows.iter().map(|r| r.try_get::<String>("", "detail").unwrap()).collect::<Vec<_>>().join("\n")
+        rows.iter().map(|r| r.try_get::<String>("", "detail").unwrap()).collect()
+    }
+
+    /// The plan of the claim's pick for `lane`.
+    async fn pick_plan(lane: Lane, busy: &[String]) -> String {
+        let select = Messages::find().select_only().column(Column::Id).filter(lane_due(lane, 1_000, busy));
+        plan(select.order_by_asc(Column::NextAttemptAt).limit(128).build(DbBackend::Sqlite)).await.join("\n")
     }
 
     #[tokio::test]
     async fn each_lane_reads_its_own_partial_index() {
         let busy = ["ep_busy".to_string()];
-        let fresh = plan(Lane::Fresh, &busy).await;
+        let fresh = pick_plan(Lane::Fresh, &busy).await;
         assert!(fresh.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{fresh}");
-        let retry = plan(Lane::Retry, &busy).await;
+        let retry = pick_plan(Lane::Retry, &busy).await;
         assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
         assert!(!retry.contains("idx_messages_fresh"), "{retry}");
     }
 
     #[tokio::test]
     async fn the_claims_update_finds_its_rows_by_id() {
-        let db = Database::connect("sqlite::memory:").await.unwrap();
-        super::super::migrate(&db).await.unwrap();
         let update = Messages::update_many()
             .col_expr(Column::State, Expr::val(MessageState::Delivering.as_str()))
             .filter(Column::Id.is_in(["msg_a", "msg_b"]))
             .filter(not_leased(1_000))
             .build(DbBackend::Sqlite);
-        let explain = Statement::from_sql_and_values(
-            DbBackend::Sqlite,
-            format!("EXPLAIN QUERY PLAN {}", update.sql),
-            update.values.map(|v| v.0).unwrap_or_default(),
-        );
-        let rows = db.query_all_raw(explain).await.unwrap();
-        let plan: Vec<String> = rows.iter().map(|r| r.try_get::<String>("", "detail").unwrap()).collect();
-        assert_eq!(plan, ["SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"]);
+        assert_eq!(plan(update).await, ["SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"]);
     }
 }

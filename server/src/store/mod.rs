@@ -16,6 +16,7 @@ pub mod page;
 pub mod sessions;
 pub mod subscriptions;
 pub mod users;
+pub mod writers;
 
 use std::time::Duration;
 
@@ -56,17 +57,6 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
 }
-
-/// How many write transactions are worth running at once: SQLite has one
-/// writer, while PostgreSQL flushes concurrent commits together and overlaps
-/// one transaction's round trips with another's.
-pub fn concurrent_writers(db: &DatabaseConnection) -> usize {
-    if is_postgres(db) { POSTGRES_WRITERS } else { 1 }
-}
-
-/// Concurrent group commits on PostgreSQL, each for the intake and the recorder;
-/// well inside the pool of 16, which the lanes and the API share.
-const POSTGRES_WRITERS: usize = 4;
 
 pub fn is_postgres(db: &DatabaseConnection) -> bool {
     db.get_database_backend() == DbBackend::Postgres

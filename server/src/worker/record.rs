@@ -11,7 +11,6 @@ use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 
 use super::decide::Decision;
 use super::http::Received;
@@ -20,7 +19,8 @@ use crate::state::AppState;
 use crate::store::endpoints::{circuit_of, get_for_update, save_circuit};
 use crate::store::entities::{attempt, message};
 use crate::store::messages::End;
-use crate::store::{self, attempts, messages};
+use crate::store::writers::Writers;
+use crate::store::{attempts, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -63,12 +63,9 @@ impl Recorder {
 }
 
 async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
-    let writers = store::concurrent_writers(&state.db);
-    let mut writing = JoinSet::new();
+    let mut writers = Writers::for_database(&state.db);
     loop {
-        while writing.len() >= writers {
-            writing.join_next().await;
-        }
+        writers.room().await;
         let Some(first) = incoming.recv().await else { break };
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -77,9 +74,9 @@ async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
                 Err(_) => break,
             }
         }
-        writing.spawn(commit_batch(state.clone(), batch));
+        writers.spawn(commit_batch(state.clone(), batch));
     }
-    while writing.join_next().await.is_some() {}
+    writers.finish().await;
 }
 
 /// Writes one batch in one transaction and answers each attempt's worker.
