@@ -36,7 +36,9 @@ pub enum Scenario {
     DeadEndpoint,
     /// Messages scheduled for later already in the database.
     Backlog,
-    /// steady, dead-endpoint and backlog.
+    /// One event at a time to one subscription on an otherwise idle server.
+    Idle,
+    /// steady, dead-endpoint, backlog and idle.
     All,
 }
 
@@ -73,6 +75,9 @@ pub struct Opts {
     /// Messages in retry to the blackhole before the `dead-endpoint` measurement.
     #[arg(long, default_value_t = 10_000)]
     pub retries: usize,
+    /// Events published one at a time in the `idle` measurement (at most --events).
+    #[arg(long, default_value_t = 500)]
+    pub idle_events: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -104,8 +109,8 @@ fn validate(opts: &Opts) -> std::result::Result<(), String> {
             herald.display()
         ));
     }
-    if opts.events == 0 || opts.concurrency == 0 || opts.subscriptions == 0 {
-        return Err("--events, --concurrency and --subscriptions must be at least 1".into());
+    if opts.events == 0 || opts.concurrency == 0 || opts.subscriptions == 0 || opts.idle_events == 0 {
+        return Err("--events, --concurrency, --subscriptions and --idle-events must be at least 1".into());
     }
     if opts.batch > 1000 {
         return Err("--batch is at most 1000 (herald's batch limit)".into());
@@ -123,7 +128,8 @@ async fn run(opts: Opts) -> Result<()> {
         // The comparison needs a steady baseline from the same invocation.
         Scenario::DeadEndpoint => &[Scenario::Steady, Scenario::DeadEndpoint],
         Scenario::Backlog => &[Scenario::Steady, Scenario::Backlog],
-        Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog],
+        Scenario::Idle => &[Scenario::Idle],
+        Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],
     };
     let mut rows = Vec::new();
     for &scenario in plan {

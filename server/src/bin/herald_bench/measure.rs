@@ -1,5 +1,6 @@
-//! The measured phase: publish, wait for every delivery to healthy
-//! endpoints, and join publish times with arrival times.
+//! The measured phase: publish (under load, or one event at a time), wait
+//! for every delivery to healthy endpoints, and join publish times with
+//! arrival times.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,7 +9,7 @@ use axum::body::Bytes;
 
 use crate::Result;
 use crate::process::Herald;
-use crate::publisher::{self, Target};
+use crate::publisher::{self, Sent, Target};
 use crate::receiver::Receiver;
 
 pub const MAIN_TYPE: &str = "bench.event";
@@ -25,6 +26,7 @@ pub struct Measured {
     pub rss_peak_mb: f64,
 }
 
+/// Publishes every body with `concurrency` clients, then waits for every delivery.
 pub async fn run(
     client: &reqwest::Client,
     target: &Target,
@@ -34,15 +36,68 @@ pub async fn run(
     herald: &Herald,
     healthy: usize,
 ) -> Result<Measured> {
-    let ok = &receiver.tallies.ok;
-    ok.take();
-    let cpu_before = herald.cpu_secs();
-    if !herald.reset_peak_rss() {
-        eprintln!("cannot reset herald's peak RSS; it covers the whole run");
-    }
+    let before = Before::take(receiver, herald);
     let count = bodies.len();
     let sent =
         publisher::post_all(client, target, count, concurrency, Arc::new(move |i| bodies[i].clone()), true).await;
+    finish(sent, receiver, herald, healthy, before).await
+}
+
+/// Pause between two events of the idle measurement, so that each publish
+/// finds the server idle (the previous attempt recorded, nothing queued).
+const IDLE_GAP: Duration = Duration::from_millis(10);
+
+/// Publishes one event at a time to a server with nothing else to do: each
+/// after the previous one has arrived and a short pause.
+pub async fn idle(
+    client: &reqwest::Client,
+    target: &Target,
+    bodies: &[Bytes],
+    receiver: &Receiver,
+    herald: &Herald,
+) -> Result<Measured> {
+    let before = Before::take(receiver, herald);
+    let mut sent = Vec::with_capacity(bodies.len());
+    let mut accepted = 0;
+    for (i, body) in bodies.iter().enumerate() {
+        let one = publisher::post_one(client, target, body.clone(), i, true).await;
+        if (200..300).contains(&one.status) {
+            accepted += 1;
+            if !receiver.tallies.ok.wait_for(accepted, Duration::from_secs(10)).await {
+                return Err(format!("event {i} was not delivered within 10 s").into());
+            }
+        }
+        sent.push(one);
+        tokio::time::sleep(IDLE_GAP).await;
+    }
+    finish(sent, receiver, herald, 1, before).await
+}
+
+/// What the measured phase starts from.
+struct Before {
+    cpu_s: f64,
+}
+
+impl Before {
+    fn take(receiver: &Receiver, herald: &Herald) -> Before {
+        receiver.tallies.ok.take();
+        if !herald.reset_peak_rss() {
+            eprintln!("cannot reset herald's peak RSS; it covers the whole run");
+        }
+        Before { cpu_s: herald.cpu_secs() }
+    }
+}
+
+/// Waits for the deliveries of what was published and joins each message's
+/// publish start with its arrival.
+async fn finish(
+    sent: Vec<Sent>,
+    receiver: &Receiver,
+    herald: &Herald,
+    healthy: usize,
+    before: Before,
+) -> Result<Measured> {
+    let ok = &receiver.tallies.ok;
     let (publish_errors, first_error) = publisher::failures(&sent);
     if let Some(e) = first_error {
         eprintln!("{publish_errors} publishes failed, first: {e}");
@@ -54,7 +109,7 @@ pub async fn run(
     // Every accepted event makes one message per healthy subscription (and one per dead one, never delivered).
     let expected = accepted_events * healthy;
     wait_deliveries(receiver, expected).await;
-    let cpu_s = herald.cpu_secs() - cpu_before;
+    let cpu_s = herald.cpu_secs() - before.cpu_s;
     let rss_peak_mb = herald.peak_rss_mb();
     let duplicates = ok.repeats();
     let arrivals = ok.take();

@@ -78,26 +78,7 @@ pub async fn post_all(
                 if index >= count {
                     break out;
                 }
-                let payload = body(index);
-                let mut req = client.post(&target.url).header("content-type", target.content_type).body(payload);
-                if let Some(token) = &target.bearer {
-                    req = req.bearer_auth(token);
-                }
-                if let Some(prefix) = &target.id_prefix {
-                    req = req.header("webhook-id", format!("{prefix}{index}"));
-                }
-                let start_ns = now_ns();
-                let (status, body) = match req.send().await {
-                    Ok(resp) => {
-                        let status = resp.status().as_u16();
-                        let failed = status >= 300;
-                        // Read the body either way so the connection goes back to the pool.
-                        let bytes = resp.bytes().await.unwrap_or_default();
-                        (status, if keep || failed { bytes } else { Bytes::new() })
-                    }
-                    Err(e) => (0, Bytes::from(e.to_string())),
-                };
-                out.push(Sent { start_ns, end_ns: now_ns(), status, body });
+                out.push(post_one(&client, &target, body(index), index, keep).await);
             }
         }));
     }
@@ -106,6 +87,29 @@ pub async fn post_all(
         all.extend(task.await.expect("a publishing task never panics"));
     }
     all
+}
+
+/// Posts one body; the response body is kept when `keep` is set or the request failed.
+pub async fn post_one(client: &reqwest::Client, target: &Target, payload: Bytes, index: usize, keep: bool) -> Sent {
+    let mut req = client.post(&target.url).header("content-type", target.content_type).body(payload);
+    if let Some(token) = &target.bearer {
+        req = req.bearer_auth(token);
+    }
+    if let Some(prefix) = &target.id_prefix {
+        req = req.header("webhook-id", format!("{prefix}{index}"));
+    }
+    let start_ns = now_ns();
+    let (status, body) = match req.send().await {
+        Ok(resp) => {
+            let status = resp.status().as_u16();
+            let failed = status >= 300;
+            // Read the body either way so the connection goes back to the pool.
+            let bytes = resp.bytes().await.unwrap_or_default();
+            (status, if keep || failed { bytes } else { Bytes::new() })
+        }
+        Err(e) => (0, Bytes::from(e.to_string())),
+    };
+    Sent { start_ns, end_ns: now_ns(), status, body }
 }
 
 /// Requests that did not succeed, with the first error for the log.

@@ -6,6 +6,7 @@ use std::hash::{BuildHasher, RandomState};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -14,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::now_ns;
@@ -27,6 +29,8 @@ pub struct Tally {
     hasher: RandomState,
     distinct: AtomicU64,
     repeats: AtomicU64,
+    /// Woken at every first arrival.
+    arrived: Notify,
 }
 
 impl Tally {
@@ -36,6 +40,7 @@ impl Tally {
             hasher: RandomState::new(),
             distinct: AtomicU64::new(0),
             repeats: AtomicU64::new(0),
+            arrived: Notify::new(),
         }
     }
 
@@ -47,12 +52,29 @@ impl Tally {
         } else {
             map.insert(id.to_owned(), at_ns);
             self.distinct.fetch_add(1, Ordering::Relaxed);
+            self.arrived.notify_waiters();
         }
     }
 
     /// Distinct ids seen so far.
     pub fn distinct(&self) -> u64 {
         self.distinct.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `count` distinct ids have arrived; false when `limit` passed first.
+    pub async fn wait_for(&self, count: u64, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let arrived = self.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            if self.distinct() >= count {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Arrivals of an id already seen (at-least-once duplicates).

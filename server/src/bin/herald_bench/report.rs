@@ -47,6 +47,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Steady => "steady",
         Scenario::DeadEndpoint => "dead-endpoint",
         Scenario::Backlog => "backlog",
+        Scenario::Idle => "idle",
         Scenario::All => "all",
     }
 }
@@ -76,9 +77,9 @@ pub fn row(
         scenario: name(scenario),
         database: String::new(),
         breaker: "default",
-        events: opts.events,
+        events: if scenario == Scenario::Idle { opts.idle_events.min(opts.events) } else { opts.events },
         batch: opts.batch,
-        concurrency: opts.concurrency,
+        concurrency: if scenario == Scenario::Idle { 1 } else { opts.concurrency },
         healthy_subscriptions: healthy,
         dead_subscriptions: dead,
         preloaded_messages: preloaded,
@@ -111,6 +112,9 @@ pub struct Comparisons {
     pub backlog_throughput_ratio: Option<f64>,
     /// Herald's peak RSS during the backlog run (target ≤ 150 MB).
     pub backlog_rss_peak_mb: Option<f64>,
+    /// Publish→receipt on an idle server (targets: p50 ≤ 1.5 ms, p99 ≤ 5 ms).
+    pub idle_p50_ms: Option<f64>,
+    pub idle_p99_ms: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -136,6 +140,10 @@ impl Summary {
                 c.backlog_throughput_ratio = ratio(backlog.deliveries_per_s, steady.deliveries_per_s);
                 c.backlog_rss_peak_mb = Some(backlog.rss_peak_mb);
             }
+        }
+        if let Some(idle) = find("idle") {
+            c.idle_p50_ms = Some(idle.p50_ms);
+            c.idle_p99_ms = Some(idle.p99_ms);
         }
         Summary {
             started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -195,6 +203,9 @@ impl Summary {
         if let Some(x) = c.backlog_throughput_ratio {
             let rss = c.backlog_rss_peak_mb.unwrap_or(0.0);
             println!("backlog: deliveries/s / steady = {x:.2} (target >= 0.8); peak RSS {rss:.1} MB (target <= 150)");
+        }
+        if let (Some(p50), Some(p99)) = (c.idle_p50_ms, c.idle_p99_ms) {
+            println!("idle: publish -> receipt p50 {p50:.2} ms (target <= 1.5), p99 {p99:.2} ms (target <= 5)");
         }
     }
 

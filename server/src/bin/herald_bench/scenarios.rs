@@ -47,7 +47,7 @@ pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
     eprintln!("raw limit: {raw_per_s:.0} requests/s");
 
     let scratch = Scratch::new(opts.database_url.as_deref()).await?;
-    let env = if scenario == Scenario::Steady { Vec::new() } else { breaker_off() };
+    let env = if matches!(scenario, Scenario::Steady | Scenario::Idle) { Vec::new() } else { breaker_off() };
     let bin = opts.herald.as_deref().expect("validated in main");
     let herald = match Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald.log")).await {
         Ok(h) => h,
@@ -105,7 +105,7 @@ async fn drive(
 ) -> Result<Row> {
     let api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
     let dead = if scenario == Scenario::DeadEndpoint { opts.subscriptions / 2 } else { 0 };
-    let healthy = opts.subscriptions - dead;
+    let healthy = if scenario == Scenario::Idle { 1 } else { opts.subscriptions - dead };
     // A path per subscription, so each is an endpoint of its own as with real customers.
     for i in 0..healthy {
         api.subscribe(&receiver.url(&format!("/hook/{i}")), MAIN_TYPE, None).await?;
@@ -156,7 +156,11 @@ async fn drive(
         content_type: if opts.batch == 0 { SINGLE } else { BATCH },
         id_prefix: None,
     };
-    let m = measure::run(client, &target, bodies, opts.concurrency, receiver, herald, healthy).await?;
+    let m = if scenario == Scenario::Idle {
+        measure::idle(client, &target, &bodies[..opts.idle_events.min(bodies.len())], receiver, herald).await?
+    } else {
+        measure::run(client, &target, bodies, opts.concurrency, receiver, herald, healthy).await?
+    };
     Ok(report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m))
 }
 
