@@ -330,3 +330,35 @@ async fn concurrent_publishes_each_get_their_own_answer() {
     assert_eq!(acme_page["data"].as_array().unwrap().len(), 14, "e0..e13 once each");
     assert_eq!(globex_page["data"].as_array().unwrap().len(), 13);
 }
+
+/// A publish hands its messages to the fresh lane already leased, even more
+/// than the endpoint has slots for: those wait in the lane's queue, and only
+/// what the queue cannot hold is left pending for a claim.
+#[tokio::test]
+async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
+    use herald::worker::busy::EndpointSlots;
+    use herald::worker::handoff::Handed;
+    use std::sync::Arc;
+
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
+    // Ten workers, one slot at the endpoint, room for two in the queue.
+    let mut lane = app.state.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(1), 2, 2);
+    assert_eq!(app.publish_batch(&key, 5).await, 202);
+    let (mut started, mut waiting) = (Vec::new(), Vec::new());
+    while let Ok(handed) = lane.try_recv() {
+        match handed {
+            Handed::Start(ready) => started.push(ready.job.message.id),
+            Handed::Wait(job, _) => waiting.push(job.message.id),
+        }
+    }
+    assert_eq!((started.len(), waiting.len()), (1, 2), "one starts, two wait for the endpoint");
+    let (_, page) = app.get("/api/v1/messages?limit=100", &key).await;
+    let state_of = |id: &str| page["data"].as_array().unwrap().iter().find(|m| m["id"] == id).unwrap()["state"].clone();
+    for id in started.iter().chain(&waiting) {
+        assert_eq!(state_of(id), "delivering", "a handed-over message is stored leased");
+    }
+    let pending = page["data"].as_array().unwrap().iter().filter(|m| m["state"] == "pending").count();
+    assert_eq!(pending, 2, "the rest waits in the database for the lane's claim");
+}

@@ -25,7 +25,7 @@ use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::Lane;
 use crate::store::writers::Writers;
 use crate::store::{endpoints, events, messages, notify, subscriptions};
-use crate::worker::handoff::{Handoff, Ready};
+use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
 use crate::worker::{Job, Wakeup};
 
 /// Events written in one transaction at most; a request is never split.
@@ -101,8 +101,8 @@ async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize)
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     match write(&parts, &work).await {
         Ok(written) => {
-            for ready in written.ready {
-                parts.handoff.start(ready);
+            for handed in written.handed {
+                parts.handoff.hand(handed);
             }
             if written.pending > 0 {
                 parts.wake.of(Lane::Fresh).notify_one();
@@ -133,7 +133,7 @@ struct Written {
     /// One answer per request, in order.
     answers: Vec<PublishResult>,
     /// Messages stored leased, to hand to the fresh lane after the commit.
-    ready: Vec<Ready>,
+    handed: Vec<Handed>,
     /// Messages stored pending, for the lanes to claim.
     pending: usize,
 }
@@ -196,7 +196,7 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
     let token = rand::random::<i64>().abs().max(1);
     let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());
     let mut new_messages: Vec<message::Model> = Vec::new();
-    let mut ready = Vec::new();
+    let mut handed = Vec::new();
     for row in &rows {
         if !inserted.contains(&row.id) {
             stored.push(earlier(&txn, row).await?);
@@ -209,8 +209,8 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
             msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
             ids.push(msg.id.clone());
-            if let Some(ready_job) = hand_over(parts, &open, sub, row, &mut msg, now, token) {
-                ready.push(ready_job);
+            if let Some(one) = hand_over(parts, &open, sub, row, &mut msg, now, token) {
+                handed.push(one);
             }
             new_messages.push(msg);
         }
@@ -221,7 +221,7 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
             message_ids: ids,
         });
     }
-    let pending = new_messages.len() - ready.len();
+    let pending = new_messages.len() - handed.len();
     messages::insert_many(&txn, new_messages).await?;
     if pending > 0 {
         notify::send(&txn, parts.wake.origin()).await?;
@@ -240,11 +240,11 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
                 .collect(),
         })
         .collect();
-    Ok(Written { answers, ready, pending })
+    Ok(Written { answers, handed, pending })
 }
 
 /// Leases the message for the fresh lane when its endpoint's circuit is
-/// closed and both the lane and the endpoint have room.
+/// closed and the lane has room for it.
 fn hand_over(
     parts: &IntakeParts,
     open: &HashMap<String, endpoint::Model>,
@@ -253,9 +253,9 @@ fn hand_over(
     msg: &mut message::Model,
     now: i64,
     token: i64,
-) -> Option<Ready> {
+) -> Option<Handed> {
     let endpoint = open.get(&sub.endpoint_id)?;
-    let place = parts.handoff.reserve(&endpoint.id)?;
+    let reserved = parts.handoff.reserve(&endpoint.id)?;
     msg.state = MessageState::Delivering.as_str().into();
     msg.next_attempt_at = Some(now + parts.lease_ms);
     msg.lease_token = Some(token);
@@ -265,7 +265,10 @@ fn hand_over(
         event: Some(row.clone()),
         endpoint: Some(endpoint.clone()),
     };
-    Some(Ready { job, place })
+    Some(match reserved {
+        Reserved::Place(place) => Handed::Start(Ready { job, place }),
+        Reserved::Spot(spot) => Handed::Wait(job, spot),
+    })
 }
 
 /// The answer for an event published before this batch.

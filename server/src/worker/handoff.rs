@@ -1,9 +1,12 @@
 //! Fresh messages handed from the publish transaction straight to the fresh
-//! lane. When the lane has a free worker and the endpoint a free slot, the
-//! publish stores the message already leased and, once committed, passes it
-//! over in memory: no claim, no second read. Anything else waits in the
-//! database for the lane's claim, and a handed-over message whose process dies
-//! is reclaimed when its lease ends, like any claimed one.
+//! lane. While the lane has room, the publish stores the message already
+//! leased and, once committed, passes it over in memory: no claim, no second
+//! read. It starts at once when a worker and a slot at its endpoint are free;
+//! otherwise it waits in the lane's queue for its endpoint, as claimed messages
+//! do (a publish brings many messages for one endpoint at once). When the lane's
+//! queue is full the message waits in the database for the lane's claim, and a
+//! handed-over message whose process dies is reclaimed when its lease ends,
+//! like any claimed one.
 
 use std::sync::{Arc, Mutex};
 
@@ -39,6 +42,27 @@ pub struct Ready {
     pub place: Place,
 }
 
+/// A place in the lane's queue, and one of its endpoint's there, held by a
+/// handed-over message until it starts or goes back to the database.
+pub struct Spot {
+    _queue: OwnedSemaphorePermit,
+    _endpoint: Slot,
+}
+
+/// What the publish reserved for a message before storing it leased.
+pub enum Reserved {
+    /// A worker and a slot at the endpoint: it starts at once.
+    Place(Place),
+    /// The endpoint is busy: it waits in the lane's queue.
+    Spot(Spot),
+}
+
+/// A committed, leased message handed to the lane.
+pub enum Handed {
+    Start(Ready),
+    Wait(Job, Spot),
+}
+
 /// One of the lane's `permits` and one of the endpoint's slots, or nothing.
 pub(super) fn take_place(permits: &Arc<Semaphore>, slots: &EndpointSlots, endpoint_id: &str) -> Option<Place> {
     let permit = permits.clone().try_acquire_owned().ok()?;
@@ -50,7 +74,9 @@ pub(super) fn take_place(permits: &Arc<Semaphore>, slots: &EndpointSlots, endpoi
 struct Link {
     permits: Arc<Semaphore>,
     slots: EndpointSlots,
-    ready: mpsc::UnboundedSender<Ready>,
+    queue: Arc<Semaphore>,
+    queued: EndpointSlots,
+    handed: mpsc::UnboundedSender<Handed>,
 }
 
 /// The door between publishing and the fresh lane; closed while no lane runs
@@ -61,10 +87,21 @@ pub struct Handoff {
 }
 
 impl Handoff {
-    /// Opens the door for a running fresh lane; it receives what is handed over.
-    pub(super) fn open(&self, permits: Arc<Semaphore>, slots: EndpointSlots) -> mpsc::UnboundedReceiver<Ready> {
-        let (ready, incoming) = mpsc::unbounded_channel();
-        *self.link.lock().expect("handoff lock") = Some(Link { permits, slots, ready });
+    /// Opens the door for a running fresh lane, whose queue holds at most
+    /// `queue` handed-over messages waiting for their endpoints, and at most
+    /// `per_endpoint` for one endpoint, so that a slow endpoint's messages never
+    /// fill it; the lane receives what is handed over.
+    pub fn open(
+        &self,
+        permits: Arc<Semaphore>,
+        slots: EndpointSlots,
+        queue: usize,
+        per_endpoint: usize,
+    ) -> mpsc::UnboundedReceiver<Handed> {
+        let (handed, incoming) = mpsc::unbounded_channel();
+        let queue = Arc::new(Semaphore::new(queue));
+        let queued = EndpointSlots::new(per_endpoint);
+        *self.link.lock().expect("handoff lock") = Some(Link { permits, slots, queue, queued, handed });
         incoming
     }
 
@@ -76,20 +113,62 @@ impl Handoff {
         self.link.lock().expect("handoff lock").is_some()
     }
 
-    /// A place for one message to `endpoint_id`, when the lane runs and has room.
-    pub fn reserve(&self, endpoint_id: &str) -> Option<Place> {
+    /// Room for one message to `endpoint_id`, when the lane runs and has any.
+    pub fn reserve(&self, endpoint_id: &str) -> Option<Reserved> {
         let link = self.link.lock().expect("handoff lock").clone()?;
-        take_place(&link.permits, &link.slots, endpoint_id)
+        if let Some(place) = take_place(&link.permits, &link.slots, endpoint_id) {
+            return Some(Reserved::Place(place));
+        }
+        let endpoint = link.queued.try_take(endpoint_id)?;
+        let queue = link.queue.try_acquire_owned().ok()?;
+        Some(Reserved::Spot(Spot { _queue: queue, _endpoint: endpoint }))
     }
 
     /// Passes a committed message to the lane. If the lane has stopped
     /// meanwhile, the message stays leased and is retried when the lease ends.
-    pub fn start(&self, ready: Ready) {
+    pub fn hand(&self, handed: Handed) {
         let link = self.link.lock().expect("handoff lock").clone();
         if let Some(link) = link {
-            if let Err(lost) = link.ready.send(ready) {
-                tracing::warn!(message_id = %lost.0.job.message.id, "the fresh lane stopped; the message is retried after its lease");
+            if let Err(lost) = link.handed.send(handed) {
+                let message_id = match &lost.0 {
+                    Handed::Start(ready) => &ready.job.message.id,
+                    Handed::Wait(job, _) => &job.message.id,
+                };
+                tracing::warn!(%message_id, "the fresh lane stopped; the message is retried after its lease");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_starts_when_there_is_room_and_queues_while_its_endpoint_is_busy() {
+        let handoff = Handoff::default();
+        assert!(handoff.reserve("ep_a").is_none(), "no lane runs: nothing is handed over");
+        let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointSlots::new(1), 3, 2);
+        let first = handoff.reserve("ep_a");
+        assert!(matches!(first, Some(Reserved::Place(_))), "a worker and ep_a's one slot are free");
+        let queued = handoff.reserve("ep_a");
+        assert!(matches!(queued, Some(Reserved::Spot(_))), "ep_a is busy: the message waits in the lane");
+        let _second = handoff.reserve("ep_a");
+        assert!(
+            handoff.reserve("ep_a").is_none(),
+            "ep_a has its share of the queue: the message stays in the database"
+        );
+        let _b = handoff.reserve("ep_b");
+        let b_queued = handoff.reserve("ep_b");
+        assert!(matches!(b_queued, Some(Reserved::Spot(_))), "ep_b queues in what is left");
+        assert!(handoff.reserve("ep_b").is_none(), "the lane's queue is full");
+        assert!(matches!(handoff.reserve("ep_c"), Some(Reserved::Place(_))), "an idle endpoint still starts at once");
+        drop(queued);
+        assert!(
+            matches!(handoff.reserve("ep_a"), Some(Reserved::Spot(_))),
+            "a spot frees when its message leaves the queue"
+        );
+        handoff.close();
+        assert!(handoff.reserve("ep_b").is_none());
     }
 }

@@ -3,7 +3,7 @@
 //! so a retry backlog never delays a fresh message; each endpoint also has a
 //! budget of its own, so a slow receiver never takes every worker.
 
-mod busy;
+pub mod busy;
 mod decide;
 mod deliver;
 pub mod handoff;
@@ -30,7 +30,7 @@ use crate::store::messages::Lane;
 use crate::store::{self, endpoints, events, messages, subscriptions};
 use busy::EndpointSlots;
 pub use deliver::Job;
-use handoff::{Place, Ready, take_place};
+use handoff::{Handed, Place, Ready, take_place};
 use lookout::Lookout;
 use record::Recorder;
 use retry_times::RetryTimes;
@@ -48,6 +48,8 @@ const IDLE_POLL: Duration = Duration::from_secs(1);
 const CLAIM_BATCH: u64 = 128;
 /// At most this many claimed messages wait in a lane for their endpoints.
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
+/// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
+const HANDED_PER_ROUND: usize = 16;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
@@ -143,7 +145,10 @@ impl Worker {
     async fn run_lane(self, lane: Lane, concurrency: usize, mut shutdown: watch::Receiver<bool>) {
         let permits = Arc::new(Semaphore::new(concurrency));
         // The fresh lane also takes messages straight from the intake, their places already reserved.
-        let mut handed = (lane == Lane::Fresh).then(|| self.state.handoff.open(permits.clone(), self.slots.clone()));
+        let mut handed = (lane == Lane::Fresh).then(|| {
+            let per_endpoint = HANDED_PER_ROUND * self.state.settings.delivery.endpoint_concurrency;
+            self.state.handoff.open(permits.clone(), self.slots.clone(), MAX_WAITING, per_endpoint)
+        });
         let mut in_flight = JoinSet::new();
         let mut waiting = Waiting::default();
         let round = self.state.settings.delivery.endpoint_concurrency;
@@ -151,8 +156,8 @@ impl Worker {
         let mut lookout = Lookout::default();
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
-            while let Some(ready) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
-                self.start(&mut in_flight, ready);
+            while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
+                self.receive(one, &mut in_flight, &mut waiting);
             }
             for ready in waiting.start(|endpoint_id| take_place(&permits, &self.slots, endpoint_id)) {
                 self.start(&mut in_flight, ready);
@@ -192,21 +197,30 @@ impl Worker {
                 _ = self.state.wake.of(lane).notified() => lookout.woken(),
                 // Looks again at the top of the loop when the timer has run out.
                 _ = tokio::time::sleep(sleep) => {}
-                Some(ready) = next_ready(&mut handed) => self.start(&mut in_flight, ready),
+                Some(one) = next_handed(&mut handed) => self.receive(one, &mut in_flight, &mut waiting),
                 _ = shutdown.changed() => {}
             }
         }
-        self.put_back(waiting.expired(self.state.now_ms(), true)).await;
         if let Some(mut handed) = handed {
-            // Handed-over messages are committed and leased: send them rather than wait out their lease.
+            // Handed-over messages are committed and leased: send those with a place rather than
+            // wait out their lease, and put the others back.
             self.state.handoff.close();
-            while let Ok(ready) = handed.try_recv() {
-                self.start(&mut in_flight, ready);
+            while let Ok(one) = handed.try_recv() {
+                self.receive(one, &mut in_flight, &mut waiting);
             }
         }
+        self.put_back(waiting.expired(self.state.now_ms(), true)).await;
         let deadline = Duration::from_secs(self.state.settings.delivery.lease_grace_secs);
         if tokio::time::timeout(deadline, async { while in_flight.join_next().await.is_some() {} }).await.is_err() {
             tracing::warn!(?lane, "shutdown deadline passed; unfinished deliveries will be retried after their lease");
+        }
+    }
+
+    /// A message from the publish: it starts now, or waits for its endpoint.
+    fn receive(&self, handed: Handed, in_flight: &mut JoinSet<()>, waiting: &mut Waiting) {
+        match handed {
+            Handed::Start(ready) => self.start(in_flight, ready),
+            Handed::Wait(job, spot) => waiting.push_handed(job, self.state.now_ms(), spot),
         }
     }
 
@@ -329,7 +343,7 @@ impl Worker {
 }
 
 /// The next message handed to the fresh lane; never, for the retry lane.
-async fn next_ready(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Ready>>) -> Option<Ready> {
+async fn next_handed(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Handed>>) -> Option<Handed> {
     match handed {
         Some(incoming) => incoming.recv().await,
         None => std::future::pending().await,

@@ -1,20 +1,24 @@
-//! Claimed messages waiting for a place at their endpoint, in claim order.
-//! A claim may bring more messages for an endpoint than it has free slots;
-//! they wait here, leased, rather than going back to the database, and start
-//! as the endpoint's attempts finish. None waits longer than `MAX_WAIT_MS`.
+//! Leased messages waiting for a place at their endpoint, in the order they
+//! came. A claim, or a publish handing its messages over, may bring more
+//! messages for an endpoint than it has free slots; they wait here rather than
+//! going back to the database, and start as the endpoint's attempts finish.
+//! None waits longer than `MAX_WAIT_MS`.
 
 use std::collections::{HashMap, VecDeque};
 
 use super::deliver::Job;
-use super::handoff::{Place, Ready};
+use super::handoff::{Place, Ready, Spot};
 
-/// How long a claimed message may wait for its endpoint before it goes back
+/// How long a message may wait for its endpoint before it goes back
 /// to the database (well inside its lease).
 pub const MAX_WAIT_MS: i64 = 10_000;
 
+/// A waiting message, since when, and its spot in the lane's queue when it was handed over.
+type Entry = (Job, i64, Option<Spot>);
+
 #[derive(Default)]
 pub struct Waiting {
-    queues: HashMap<String, VecDeque<(Job, i64)>>,
+    queues: HashMap<String, VecDeque<Entry>>,
     total: usize,
 }
 
@@ -28,8 +32,18 @@ impl Waiting {
         self.queues.get(endpoint_id).map_or(0, VecDeque::len)
     }
 
+    /// A claimed message.
     pub fn push(&mut self, job: Job, now_ms: i64) {
-        self.queues.entry(job.message.endpoint_id.clone()).or_default().push_back((job, now_ms));
+        self.push_entry((job, now_ms, None));
+    }
+
+    /// A handed-over message, holding its spot in the lane's queue until it leaves.
+    pub fn push_handed(&mut self, job: Job, now_ms: i64, spot: Spot) {
+        self.push_entry((job, now_ms, Some(spot)));
+    }
+
+    fn push_entry(&mut self, entry: Entry) {
+        self.queues.entry(entry.0.message.endpoint_id.clone()).or_default().push_back(entry);
         self.total += 1;
     }
 
@@ -50,7 +64,7 @@ impl Waiting {
         for (endpoint_id, queue) in self.queues.iter_mut() {
             while !queue.is_empty() {
                 let Some(place) = place(endpoint_id) else { break };
-                let (job, _) = queue.pop_front().expect("the queue is not empty");
+                let (job, _, _spot) = queue.pop_front().expect("the queue is not empty");
                 ready.push(Ready { job, place });
             }
         }
@@ -63,7 +77,7 @@ impl Waiting {
     pub fn expired(&mut self, now_ms: i64, all: bool) -> Vec<Job> {
         let mut out = Vec::new();
         for queue in self.queues.values_mut() {
-            while queue.front().is_some_and(|(_, since)| all || now_ms - since >= MAX_WAIT_MS) {
+            while queue.front().is_some_and(|(_, since, _)| all || now_ms - since >= MAX_WAIT_MS) {
                 out.push(queue.pop_front().expect("the queue is not empty").0);
             }
         }
