@@ -12,6 +12,18 @@ use tokio::sync::watch;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `mi_option_purge_delay` in the enum of the mimalloc release that libmimalloc-sys builds
+/// (c_src/mimalloc/v3/include/mimalloc.h); the crate's bindings predate the option's name.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Freed pages go back to the system at once instead of a second later. Under load that delay kept
+/// freed buffers resident: herald-bench's backlog run peaked at 162 MB with it and 130 MB without,
+/// at the same throughput.
+fn return_freed_memory_at_once() {
+    // SAFETY: sets an allocator option; mimalloc reads options atomically and allows this at any time.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
+}
+
 #[derive(Parser)]
 #[command(name = "herald", version, about = "Event delivery to webhooks: at least once, signed, retried, replayable.")]
 struct Cli {
@@ -32,6 +44,7 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    return_freed_memory_at_once();
     let cli = Cli::parse();
     telemetry::init_logging();
     let settings = match Settings::load(cli.config.as_deref()) {
@@ -84,4 +97,20 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_option_set_is_the_purge_delay() {
+        // SAFETY: reads an allocator option.
+        let get = || unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            assert_eq!(get(), 1000, "mimalloc's purge delay defaults to 1000 ms; another value means the enum moved");
+        }
+        return_freed_memory_at_once();
+        assert_eq!(get(), 0);
+    }
 }
