@@ -101,9 +101,7 @@ async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize)
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     match write(&parts, &work).await {
         Ok(written) => {
-            for handed in written.handed {
-                parts.handoff.hand(handed);
-            }
+            parts.handoff.hand(written.handed);
             if written.pending > 0 {
                 parts.wake.of(Lane::Fresh).notify_one();
             }

@@ -70,7 +70,6 @@ pub(super) fn take_place(permits: &Arc<Semaphore>, slots: &EndpointSlots, endpoi
     Some(Place { permit, slot })
 }
 
-#[derive(Clone)]
 struct Link {
     permits: Arc<Semaphore>,
     slots: EndpointSlots,
@@ -115,21 +114,23 @@ impl Handoff {
 
     /// Room for one message to `endpoint_id`, when the lane runs and has any.
     pub fn reserve(&self, endpoint_id: &str) -> Option<Reserved> {
-        let link = self.link.lock().expect("handoff lock").clone()?;
+        let guard = self.link.lock().expect("handoff lock");
+        let link = guard.as_ref()?;
         if let Some(place) = take_place(&link.permits, &link.slots, endpoint_id) {
             return Some(Reserved::Place(place));
         }
         let endpoint = link.queued.try_take(endpoint_id)?;
-        let queue = link.queue.try_acquire_owned().ok()?;
+        let queue = link.queue.clone().try_acquire_owned().ok()?;
         Some(Reserved::Spot(Spot { _queue: queue, _endpoint: endpoint }))
     }
 
-    /// Passes a committed message to the lane. If the lane has stopped
-    /// meanwhile, the message stays leased and is retried when the lease ends.
-    pub fn hand(&self, handed: Handed) {
-        let link = self.link.lock().expect("handoff lock").clone();
-        if let Some(link) = link {
-            if let Err(lost) = link.handed.send(handed) {
+    /// Passes a batch's committed messages to the lane. If the lane has stopped
+    /// meanwhile, they stay leased and are retried when their lease ends.
+    pub fn hand(&self, handed: Vec<Handed>) {
+        let guard = self.link.lock().expect("handoff lock");
+        let Some(link) = guard.as_ref() else { return };
+        for one in handed {
+            if let Err(lost) = link.handed.send(one) {
                 let message_id = match &lost.0 {
                     Handed::Start(ready) => &ready.job.message.id,
                     Handed::Wait(job, _) => &job.message.id,

@@ -46,7 +46,8 @@ pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// At most this many messages per claim statement.
 const CLAIM_BATCH: u64 = 128;
-/// At most this many claimed messages wait in a lane for their endpoints.
+/// A lane claims only while fewer messages than this wait for their endpoints;
+/// the fresh lane's queue for handed-over messages has the same size.
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
 const HANDED_PER_ROUND: usize = 16;
