@@ -198,7 +198,7 @@ async fn a_crashed_delivery_is_reclaimed_after_its_lease_without_spending_an_att
         10,
         now + 90_000,
         7,
-        &[],
+        herald::store::messages::Among::AllBut(&[]),
     )
     .await
     .unwrap();
@@ -280,16 +280,16 @@ async fn a_claim_takes_at_most_its_limit_and_never_a_message_twice() {
     let (_, key) = app.customer("acme").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
     assert_eq!(app.publish_batch(&key, 300).await, 202);
-    use herald::store::messages::{Lane, claim};
+    use herald::store::messages::{Among, Lane, claim};
     let now = app.now_ms();
-    let first = claim(&app.state.db, Lane::Fresh, now, 128, now + 90_000, 1, &[]).await.unwrap();
-    let second = claim(&app.state.db, Lane::Fresh, now, 500, now + 90_000, 2, &[]).await.unwrap();
+    let first = claim(&app.state.db, Lane::Fresh, now, 128, now + 90_000, 1, Among::AllBut(&[])).await.unwrap();
+    let second = claim(&app.state.db, Lane::Fresh, now, 500, now + 90_000, 2, Among::AllBut(&[])).await.unwrap();
     assert_eq!((first.len(), second.len()), (128, 172));
     let mut ids: Vec<&str> = first.iter().chain(&second).map(|m| m.id.as_str()).collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 300);
-    assert!(claim(&app.state.db, Lane::Fresh, now, 10, now + 90_000, 3, &[]).await.unwrap().is_empty());
+    assert!(claim(&app.state.db, Lane::Fresh, now, 10, now + 90_000, 3, Among::AllBut(&[])).await.unwrap().is_empty());
 }
 
 /// Publishes that arrive together share one transaction; each still gets its

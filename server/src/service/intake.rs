@@ -1,18 +1,18 @@
 //! Publishing by group commit. Publish requests queue here, and one task
-//! writes whatever gathered while the previous transaction ran: many requests
-//! share one transaction (one read of subscriptions, one insert of events, one
-//! of messages, one commit). A request is answered only after its commit, so
+//! writes whatever gathered while the previous write ran: many requests share
+//! one read of subscriptions and one atomic write of their events and messages
+//! (on PostgreSQL a single statement, on SQLite one transaction). A request is answered only after its commit, so
 //! an acknowledged event is never lost. Messages whose endpoint and lane have
 //! room are stored already leased and handed straight to the fresh lane.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use app::domain::breaker::Gate;
 use app::domain::dto::{PublishResult, PublishedEvent};
 use app::domain::event::CloudEvent;
 use app::domain::states::MessageState;
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::events::{pending_message, policy_of};
@@ -22,13 +22,12 @@ use crate::clock::SharedClock;
 use crate::ids::new_id;
 use crate::store::endpoints::circuit_of;
 use crate::store::entities::{endpoint, event, message, subscription};
-use crate::store::messages::Lane;
 use crate::store::writers::Writers;
-use crate::store::{endpoints, events, messages, notify, subscriptions};
+use crate::store::{events, messages, notify, subscriptions};
 use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
 use crate::worker::{Job, Wakeup};
 
-/// Events written in one transaction at most; a request is never split.
+/// Events written in one batch at most; a request is never split.
 const MAX_EVENTS: usize = 2000;
 
 /// What the intake task needs (not the whole application state, which holds the intake).
@@ -102,8 +101,8 @@ async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize)
     match write(&parts, &work).await {
         Ok(written) => {
             parts.handoff.hand(written.handed);
-            if written.pending > 0 {
-                parts.wake.of(Lane::Fresh).notify_one();
+            if !written.pending.is_empty() {
+                parts.wake.stored_for(written.pending);
             }
             for (reply, answer) in replies.into_iter().zip(written.answers) {
                 let _ = reply.send(Ok(answer));
@@ -132,8 +131,8 @@ struct Written {
     answers: Vec<PublishResult>,
     /// Messages stored leased, to hand to the fresh lane after the commit.
     handed: Vec<Handed>,
-    /// Messages stored pending, for the lanes to claim.
-    pending: usize,
+    /// The endpoints of messages stored pending, for the fresh lane to claim.
+    pending: Vec<String>,
 }
 
 /// Where an event of a request ended up: a row of this batch, or a repeat of one.
@@ -144,20 +143,13 @@ enum Entry {
 
 async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
     let now = parts.clock.now_ms();
-    let txn = parts.db.begin().await?;
-
     let mut customers: Vec<String> = work.iter().map(|(c, _)| c.clone()).collect();
     customers.sort();
     customers.dedup();
-    let subs = subscriptions::active_for_customers(&txn, customers).await?;
+    // Read before the write, as any read at READ COMMITTED would be: a subscription
+    // deleted meanwhile leaves messages that its lane ends unattempted.
+    let targets = subscriptions::active_with_endpoints(&parts.db, &customers).await?;
     let handing = parts.handoff.is_open();
-    let endpoint_ids = subs.iter().map(|s| s.endpoint_id.clone()).collect::<HashSet<_>>().into_iter().collect();
-    let open: HashMap<String, endpoint::Model> = if handing {
-        let rows = endpoints::by_ids(&txn, endpoint_ids).await?;
-        rows.into_iter().filter(|e| circuit_of(e).gate(now) == Gate::Send).map(|e| (e.id.clone(), e)).collect()
-    } else {
-        HashMap::new()
-    };
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
     let mut rows: Vec<event::Model> = Vec::new();
@@ -185,32 +177,42 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
         }
         entries.push(request_entries);
     }
-    // In key order: concurrent batches (PostgreSQL) that share keys then wait for
-    // each other in one direction, never crosswise into a deadlock.
-    let mut by_key = rows.clone();
-    by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
-    let inserted = events::insert_new_many(&txn, by_key).await?;
 
+    // Every row's messages, before knowing which rows are new: the store keeps
+    // only those of the events it inserts, and the others' hand-overs are dropped.
     let token = rand::random::<i64>().abs().max(1);
-    let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());
     let mut new_messages: Vec<message::Model> = Vec::new();
-    let mut handed = Vec::new();
-    for row in &rows {
-        if !inserted.contains(&row.id) {
-            stored.push(earlier(&txn, row).await?);
-            continue;
-        }
+    let mut message_ids: Vec<Vec<String>> = Vec::with_capacity(rows.len());
+    let mut handed: Vec<(usize, Handed)> = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
         let mut ids = Vec::new();
-        let matching =
-            subs.iter().filter(|s| s.customer_id == row.customer_id && matches(&s.event_types, &row.event_type));
-        for sub in matching {
+        let matching = targets
+            .iter()
+            .filter(|(s, _)| s.customer_id == row.customer_id && matches(&s.event_types, &row.event_type));
+        for (sub, endpoint) in matching {
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
             msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
             ids.push(msg.id.clone());
-            if let Some(one) = hand_over(parts, &open, sub, row, &mut msg, now, token) {
-                handed.push(one);
+            let open = endpoint.as_ref().filter(|e| handing && circuit_of(e).gate(now) == Gate::Send);
+            if let Some(one) = open.and_then(|e| hand_over(parts, e, sub, row, &mut msg, now, token)) {
+                handed.push((i, one));
             }
             new_messages.push(msg);
+        }
+        message_ids.push(ids);
+    }
+
+    let mut by_key: Vec<&event::Model> = rows.iter().collect();
+    by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
+    let inserted = events::insert_with_messages(&parts.db, &by_key, &new_messages).await?;
+
+    let handed: Vec<Handed> =
+        handed.into_iter().filter(|(i, _)| inserted.contains(&rows[*i].id)).map(|(_, h)| h).collect();
+    let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());
+    for (row, ids) in rows.iter().zip(message_ids) {
+        if !inserted.contains(&row.id) {
+            stored.push(earlier(&parts.db, row).await?);
+            continue;
         }
         stored.push(PublishedEvent {
             id: row.ce_id.clone(),
@@ -219,12 +221,19 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
             message_ids: ids,
         });
     }
-    let pending = new_messages.len() - handed.len();
-    messages::insert_many(&txn, new_messages).await?;
-    if pending > 0 {
-        notify::send(&txn, parts.wake.origin()).await?;
+    let mut pending: Vec<String> = new_messages
+        .into_iter()
+        .filter(|m| m.lease_token.is_none() && inserted.contains(&m.event_id))
+        .map(|m| m.endpoint_id)
+        .collect();
+    pending.sort();
+    pending.dedup();
+    if !pending.is_empty() {
+        // The events are committed: a lost wake-up only leaves other instances to their poll.
+        if let Err(e) = notify::send(&parts.db, parts.wake.origin()).await {
+            tracing::warn!(error = %e, "could not notify other instances of new messages");
+        }
     }
-    txn.commit().await?;
 
     let answers = entries
         .into_iter()
@@ -241,18 +250,17 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
     Ok(Written { answers, handed, pending })
 }
 
-/// Leases the message for the fresh lane when its endpoint's circuit is
-/// closed and the lane has room for it.
+/// Leases the message for the fresh lane when the lane has room for it (its
+/// endpoint's circuit is closed).
 fn hand_over(
     parts: &IntakeParts,
-    open: &HashMap<String, endpoint::Model>,
+    endpoint: &endpoint::Model,
     sub: &subscription::Model,
     row: &event::Model,
     msg: &mut message::Model,
     now: i64,
     token: i64,
 ) -> Option<Handed> {
-    let endpoint = open.get(&sub.endpoint_id)?;
     let reserved = parts.handoff.reserve(&endpoint.id)?;
     msg.state = MessageState::Delivering.as_str().into();
     msg.next_attempt_at = Some(now + parts.lease_ms);
@@ -270,10 +278,10 @@ fn hand_over(
 }
 
 /// The answer for an event published before this batch.
-async fn earlier(txn: &sea_orm::DatabaseTransaction, row: &event::Model) -> Result<PublishedEvent> {
-    let existing = events::find_by_key(txn, &row.customer_id, &row.source, &row.ce_id)
+async fn earlier(db: &DatabaseConnection, row: &event::Model) -> Result<PublishedEvent> {
+    let existing = events::find_by_key(db, &row.customer_id, &row.source, &row.ce_id)
         .await?
         .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
-    let message_ids = messages::ids_for_event(txn, &existing.id).await?;
+    let message_ids = messages::ids_for_event(db, &existing.id).await?;
     Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
 }

@@ -1,10 +1,14 @@
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, TryInsertResult,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, Statement, TransactionTrait, TryInsertResult,
 };
 
 use super::entities::event::{self, Column, Entity as Events};
+use super::entities::message;
+use super::{messages, recordset};
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
 pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<bool, DbErr> {
@@ -32,6 +36,59 @@ pub async fn insert_new_many(db: &impl ConnectionTrait, rows: Vec<event::Model>)
     Ok(inserted)
 }
 
+/// Stores a publish batch atomically: the events whose `(customer, source, id)`
+/// is new, and the messages of those events (the others' are dropped). Returns
+/// the ids of the events inserted. Concurrent batches that share keys must
+/// list `events` in key order, so that they wait for each other in one
+/// direction, never crosswise into a deadlock.
+pub async fn insert_with_messages(
+    db: &DatabaseConnection,
+    events: &[&event::Model],
+    messages: &[message::Model],
+) -> Result<HashSet<String>, DbErr> {
+    if db.get_database_backend() == DbBackend::Postgres {
+        // One statement, committed on its own: one round trip for the whole batch.
+        let values = [recordset::json(events).into(), recordset::json(messages).into()];
+        let statement = Statement::from_sql_and_values(DbBackend::Postgres, PUBLISH.as_str(), values);
+        let rows = db.query_all_raw(statement).await?;
+        return rows.iter().map(|row| row.try_get::<String>("", "id")).collect();
+    }
+    let txn = db.begin().await?;
+    let inserted = insert_new_many(&txn, events.iter().map(|&e| e.clone()).collect()).await?;
+    let kept = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
+    messages::insert_many(&txn, kept).await?;
+    txn.commit().await?;
+    Ok(inserted)
+}
+
+/// The columns of an event row, as a batch carries them.
+pub const COLUMNS: recordset::Columns = &[
+    ("id", "text"),
+    ("customer_id", "text"),
+    ("source", "text"),
+    ("ce_id", "text"),
+    ("event_type", "text"),
+    ("payload", "text"),
+    ("created_at", "int8"),
+];
+
+/// The publish batch on PostgreSQL: the new events, then the messages of the
+/// events just inserted (a repeated key inserts neither).
+static PUBLISH: LazyLock<String> = LazyLock::new(|| {
+    let (events, messages) = (recordset::names(COLUMNS), recordset::names(messages::COLUMNS));
+    format!(
+        "WITH new_events AS ( \
+           INSERT INTO events ({events}) SELECT {events} FROM {} \
+           ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id \
+         ), new_messages AS ( \
+           INSERT INTO messages ({messages}) SELECT {messages} FROM {} \
+           WHERE m.event_id IN (SELECT id FROM new_events) \
+         ) SELECT id FROM new_events",
+        recordset::rows(COLUMNS, 1, "e"),
+        recordset::rows(messages::COLUMNS, 2, "m"),
+    )
+});
+
 /// Rows per INSERT: 7 columns each stay well under SQLite's limit on bound values.
 const INSERT_CHUNK: usize = 1000;
 
@@ -58,4 +115,12 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<e
         return Ok(Vec::new());
     }
     Events::find().filter(Column::Id.is_in(ids)).all(db).await
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_batch_carries_every_column_of_an_event() {
+        super::recordset::tests::covers::<super::Events>(super::COLUMNS);
+    }
 }

@@ -29,6 +29,28 @@ pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -
     Ok(())
 }
 
+/// The columns of a message row, as a batch carries them (see [`super::recordset`]).
+pub const COLUMNS: super::recordset::Columns = &[
+    ("id", "text"),
+    ("customer_id", "text"),
+    ("event_id", "text"),
+    ("subscription_id", "text"),
+    ("endpoint_id", "text"),
+    ("event_type", "text"),
+    ("state", "text"),
+    ("dead_reason", "text"),
+    ("attempt_count", "int4"),
+    ("attempt_base", "int4"),
+    ("ttl_started_at", "int8"),
+    ("expires_at", "int8"),
+    ("next_attempt_at", "int8"),
+    ("lease_token", "int8"),
+    ("created_at", "int8"),
+    ("updated_at", "int8"),
+    ("delivered_at", "int8"),
+    ("last_status", "int4"),
+];
+
 /// Rows per INSERT: 20 columns each stay well under SQLite's limit on bound values.
 const INSERT_CHUNK: usize = 500;
 
@@ -110,8 +132,17 @@ pub enum Lane {
     Retry,
 }
 
+/// Which endpoints' messages a claim takes.
+#[derive(Debug, Clone, Copy)]
+pub enum Among<'a> {
+    /// Any endpoint's but these (busy ones).
+    AllBut(&'a [String]),
+    /// This endpoint's only.
+    Endpoint(&'a str),
+}
+
 /// Leases up to `limit` due messages of one lane in a single statement,
-/// skipping `busy_endpoints`. While
+/// from the endpoints `among` names. While
 /// `delivering`, `next_attempt_at` holds the lease's end: a message whose worker
 /// died is due again then, in the retry lane, and its attempt count is untouched.
 pub async fn claim(
@@ -121,9 +152,9 @@ pub async fn claim(
     limit: u64,
     lease_until_ms: i64,
     lease_token: i64,
-    busy_endpoints: &[String],
+    among: Among<'_>,
 ) -> Result<Vec<message::Model>, DbErr> {
-    let lane_condition = lane_due(lane, now_ms, busy_endpoints);
+    let lane_condition = lane_due(db.get_database_backend(), lane, now_ms, among);
     // Two statements in one transaction: PostgreSQL may run `id IN (SELECT … LIMIT
     // … FOR UPDATE SKIP LOCKED)` once per outer row, claiming more than the limit,
     // slowly. The rows picked stay locked (SKIP LOCKED for other claimers) until
@@ -153,8 +184,8 @@ pub async fn claim(
     Ok(claimed)
 }
 
-/// The lane's due messages, passing over `busy_endpoints`.
-fn lane_due(lane: Lane, now_ms: i64, busy_endpoints: &[String]) -> Condition {
+/// The lane's due messages of the endpoints `among` names.
+fn lane_due(backend: DbBackend, lane: Lane, now_ms: i64, among: Among<'_>) -> Condition {
     // Each lane reads its own partial index, named by the same literal condition.
     let due = Column::NextAttemptAt.lte(now_ms);
     let pending = Column::State.eq(MessageState::Pending.as_str());
@@ -164,13 +195,22 @@ fn lane_due(lane: Lane, now_ms: i64, busy_endpoints: &[String]) -> Condition {
             .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
             .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
     };
-    // Endpoints at their concurrency limit wait; their messages stay for later claims.
-    // Passing over them reads past their due messages, which keeps other endpoints'
-    // messages from waiting behind one slow endpoint's backlog.
-    if busy_endpoints.is_empty() {
-        lane_condition
-    } else {
-        Condition::all().add(lane_condition).add(Column::EndpointId.is_not_in(busy_endpoints.iter().cloned()))
+    match among {
+        // One endpoint's: its own index range, the other endpoints' messages unread.
+        Among::Endpoint(endpoint_id) => Condition::all().add(lane_condition).add(Column::EndpointId.eq(endpoint_id)),
+        Among::AllBut([]) => lane_condition,
+        // Endpoints at their concurrency limit wait; their messages stay for later claims.
+        // Passing over them reads past their due messages, which keeps other endpoints'
+        // messages from waiting behind one slow endpoint's backlog. The list is one JSON
+        // parameter, read once per claim, not once per row, and the same text for any length.
+        Among::AllBut(busy) => {
+            let busy = serde_json::to_string(busy).expect("strings serialize to JSON");
+            let not_busy = match backend {
+                DbBackend::Postgres => r#""messages"."endpoint_id" NOT IN (SELECT json_array_elements_text($1::json))"#,
+                _ => r#""messages"."endpoint_id" NOT IN (SELECT value FROM json_each(?))"#,
+            };
+            Condition::all().add(lane_condition).add(Expr::cust_with_values(not_busy, [busy]))
+        }
     }
 }
 
@@ -487,19 +527,31 @@ mod tests {
     }
 
     /// The plan of the claim's pick for `lane`.
-    async fn pick_plan(lane: Lane, busy: &[String]) -> String {
-        let select = Messages::find().select_only().column(Column::Id).filter(lane_due(lane, 1_000, busy));
+    async fn pick_plan(lane: Lane, among: Among<'_>) -> String {
+        let condition = lane_due(DbBackend::Sqlite, lane, 1_000, among);
+        let select = Messages::find().select_only().column(Column::Id).filter(condition);
         plan(select.order_by_asc(Column::NextAttemptAt).limit(128).build(DbBackend::Sqlite)).await.join("\n")
+    }
+
+    #[test]
+    fn a_batch_carries_every_column_of_a_message() {
+        super::super::recordset::tests::covers::<Messages>(COLUMNS);
     }
 
     #[tokio::test]
     async fn each_lane_reads_its_own_partial_index() {
         let busy = ["ep_busy".to_string()];
-        let fresh = pick_plan(Lane::Fresh, &busy).await;
+        let fresh = pick_plan(Lane::Fresh, Among::AllBut(&busy)).await;
         assert!(fresh.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{fresh}");
-        let retry = pick_plan(Lane::Retry, &busy).await;
+        let retry = pick_plan(Lane::Retry, Among::AllBut(&busy)).await;
         assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
         assert!(!retry.contains("idx_messages_fresh"), "{retry}");
+    }
+
+    #[tokio::test]
+    async fn a_claim_for_one_endpoint_reads_that_endpoints_index_range() {
+        let fresh = pick_plan(Lane::Fresh, Among::Endpoint("ep_a")).await;
+        assert!(fresh.contains("idx_messages_endpoint (endpoint_id=? AND state=? AND next_attempt_at<?)"), "{fresh}");
     }
 
     #[tokio::test]

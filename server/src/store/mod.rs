@@ -13,6 +13,7 @@ pub mod messages;
 pub mod meta;
 pub mod notify;
 pub mod page;
+pub mod recordset;
 pub mod sessions;
 pub mod subscriptions;
 pub mod users;

@@ -1,8 +1,10 @@
+use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel, JoinType,
+    QueryFilter, QueryOrder, QuerySelect,
 };
 
+use super::entities::endpoint;
 use super::entities::subscription::{self, Column, Entity as Subscriptions};
 use super::page::PageRequest;
 
@@ -52,13 +54,24 @@ pub async fn active_for_customer(
     Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
 }
 
-/// The active subscriptions of several customers at once (a publish batch).
-pub async fn active_for_customers(
+/// The active subscriptions of several customers at once (a publish batch),
+/// each with its endpoint (`None` only if the endpoint row is missing).
+pub async fn active_with_endpoints(
     db: &impl ConnectionTrait,
-    customer_ids: Vec<String>,
-) -> Result<Vec<subscription::Model>, DbErr> {
+    customer_ids: &[String],
+) -> Result<Vec<(subscription::Model, Option<endpoint::Model>)>, DbErr> {
+    // The customers travel as one JSON parameter: the same text, and plan, for any number of them.
+    let customers = serde_json::to_string(customer_ids).expect("strings serialize to JSON");
+    let of_customers = match db.get_database_backend() {
+        DbBackend::Postgres => r#""subscriptions"."customer_id" IN (SELECT json_array_elements_text($1::json))"#,
+        // SQLite's placeholder is `?`; sea-query renumbers PostgreSQL's `$1` in place.
+        _ => r#""subscriptions"."customer_id" IN (SELECT value FROM json_each(?))"#,
+    };
+    let to_endpoint = Subscriptions::belongs_to(endpoint::Entity).from(Column::EndpointId).to(endpoint::Column::Id);
     Subscriptions::find()
-        .filter(Column::CustomerId.is_in(customer_ids))
+        .join(JoinType::LeftJoin, to_endpoint.into())
+        .select_also(endpoint::Entity)
+        .filter(Expr::cust_with_values(of_customers, [customers]))
         .filter(Column::Status.eq("active"))
         .all(db)
         .await

@@ -26,12 +26,12 @@ use tokio::task::JoinSet;
 use crate::config::DeliverySettings;
 use crate::state::AppState;
 use crate::store::entities::{endpoint, event, subscription};
-use crate::store::messages::Lane;
+use crate::store::messages::{Among, Lane};
 use crate::store::{self, endpoints, events, messages, subscriptions};
 use busy::EndpointSlots;
 pub use deliver::Job;
 use handoff::{Handed, Place, Ready, take_place};
-use lookout::Lookout;
+use lookout::{Look, Lookout};
 use record::Recorder;
 use retry_times::RetryTimes;
 use waiting::Waiting;
@@ -66,6 +66,8 @@ pub struct Wakeup {
     fresh_room: Notify,
     retry_room: Notify,
     retry_times: Mutex<RetryTimes>,
+    /// Endpoints this process stored due first attempts for, since the fresh lane last looked.
+    backlog: Mutex<Vec<String>>,
 }
 
 impl Default for Wakeup {
@@ -77,6 +79,7 @@ impl Default for Wakeup {
             fresh_room: Notify::new(),
             retry_room: Notify::new(),
             retry_times: Mutex::default(),
+            backlog: Mutex::default(),
         }
     }
 }
@@ -99,6 +102,15 @@ impl Wakeup {
     pub(crate) fn retry_at(&self, at_ms: i64) {
         self.retry_times.lock().expect("retry times").add(at_ms);
         self.retry.notify_one();
+    }
+    /// First attempts were stored due for these endpoints: the fresh lane claims
+    /// them endpoint by endpoint, as each has room, rather than everything due.
+    pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
+        self.backlog.lock().expect("backlog").extend(endpoints);
+        self.fresh_room.notify_one();
+    }
+    fn take_backlog(&self) -> Vec<String> {
+        std::mem::take(&mut *self.backlog.lock().expect("backlog"))
     }
     fn next_retry_after(&self, now_ms: i64) -> Option<i64> {
         self.retry_times.lock().expect("retry times").next_after(now_ms)
@@ -163,28 +175,38 @@ impl Worker {
             for ready in waiting.start(|endpoint_id| take_place(&permits, &self.slots, endpoint_id)) {
                 self.start(&mut in_flight, ready);
             }
+            if lane == Lane::Fresh {
+                lookout.backlog(self.state.wake.take_backlog());
+            }
             let now = self.state.now_ms();
             self.put_back(waiting.expired(now, false)).await;
             if lane == Lane::Retry && now - last_sweep >= IDLE_POLL.as_millis() as i64 {
                 last_sweep = now;
                 self.expire_held().await;
             }
-            // Claim while fewer than half a batch wait for endpoints with room, so claims keep
-            // pace with deliveries; messages queued for crowded endpoints (a slow receiver's) hold
-            // up no one else, up to a bound on what the lane keeps in memory.
+            // Claim everything due while fewer than half a batch wait for endpoints with room, so
+            // claims keep pace with deliveries; messages queued for crowded endpoints (a slow
+            // receiver's) hold up no one else, up to a bound on what the lane keeps in memory.
             let free = permits.available_permits() as u64;
-            let hungry = waiting.uncrowded(round) < CLAIM_BATCH as usize / 2 && waiting.len() < MAX_WAITING;
-            if free > 0 && hungry && lookout.should_look(now, &waiting, round) {
+            let hungry = waiting.uncrowded(round) < CLAIM_BATCH as usize / 2;
+            let look =
+                (free > 0 && waiting.len() < MAX_WAITING).then(|| lookout.next(now, &waiting, round, hungry)).flatten();
+            if let Some(look) = look {
                 let limit = free.min(CLAIM_BATCH);
                 let crowded = waiting.crowded(round);
-                let jobs = self.claim(lane, limit, &crowded).await.unwrap_or_else(|e| {
+                let among = match &look {
+                    Look::Everything => Among::AllBut(&crowded),
+                    Look::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
+                };
+                let jobs = self.claim(lane, limit, among).await.unwrap_or_else(|e| {
                     tracing::error!(error = %e, ?lane, "claiming messages failed");
                     Vec::new()
                 });
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
-                lookout.claimed(jobs.len(), limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
+                let got: Vec<String> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
+                lookout.claimed(&look, &got, limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
                     continue;
@@ -254,7 +276,7 @@ impl Worker {
     /// manual clock.
     pub async fn tick(&self, lane: Lane) -> Result<usize, DbErr> {
         self.expire_held().await;
-        let jobs = self.claim(lane, CLAIM_BATCH, &self.slots.full()).await?;
+        let jobs = self.claim(lane, CLAIM_BATCH, Among::AllBut(&self.slots.full())).await?;
         let count = jobs.len();
         let admitted = self.admit(jobs).await;
         let permits = Arc::new(Semaphore::new(admitted.len()));
@@ -303,12 +325,12 @@ impl Worker {
         }
     }
 
-    /// Leases up to `limit` due messages of the lane, passing over `busy` endpoints.
-    async fn claim(&self, lane: Lane, limit: u64, busy: &[String]) -> Result<Vec<Job>, DbErr> {
+    /// Leases up to `limit` due messages of the lane, of the endpoints `among` names.
+    async fn claim(&self, lane: Lane, limit: u64, among: Among<'_>) -> Result<Vec<Job>, DbErr> {
         let now = self.state.now_ms();
         let token = rand::random::<i64>().abs().max(1);
         let lease_until = now + lease_ms(&self.state.settings.delivery);
-        let claimed = messages::claim(&self.state.db, lane, now, limit, lease_until, token, busy).await?;
+        let claimed = messages::claim(&self.state.db, lane, now, limit, lease_until, token, among).await?;
         let lane_name = if lane == Lane::Fresh { "fresh" } else { "retry" };
         metrics::counter!("herald_claims_total", "lane" => lane_name, "found" => (!claimed.is_empty()).to_string())
             .increment(1);
