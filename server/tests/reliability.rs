@@ -207,3 +207,37 @@ async fn one_endpoint_gets_at_most_its_share_of_workers() {
         page["data"].as_array().unwrap().iter().map(|m| m["attempt_count"].as_u64().unwrap()).collect();
     assert_eq!(counts, vec![1; 4], "a message put back spent no attempt");
 }
+
+#[tokio::test]
+async fn one_batch_saves_the_circuits_of_several_endpoints() {
+    use app::domain::breaker::Circuit;
+    use app::domain::states::EndpointState;
+    use herald::store::endpoints::{by_ids, circuit_of, save_circuits};
+
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    for n in 1..=2 {
+        app.subscribe(
+            &key,
+            json!({"name": format!("s{n}"), "url": format!("http://127.0.0.1:9/{n}"), "event_types": ["*"]}),
+        )
+        .await;
+    }
+    let (status, page) = app.get("/api/v1/endpoints", &key).await;
+    assert_eq!(status, 200);
+    let mut ids: Vec<String> =
+        page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().into()).collect();
+    ids.sort();
+    assert_eq!(ids.len(), 2);
+
+    let failing = Circuit { consecutive_failures: 3, last_failure_at: Some(5), ..Circuit::closed() };
+    let disabled = Circuit { state: EndpointState::Disabled, next_probe_at: Some(9), ..Circuit::closed() };
+    save_circuits(&app.state.db, &[(ids[0].clone(), failing), (ids[1].clone(), disabled)], 10).await.unwrap();
+
+    let mut saved = by_ids(&app.state.db, ids.clone()).await.unwrap();
+    saved.sort_by(|a, b| a.id.cmp(&b.id));
+    let (first, second) = (circuit_of(&saved[0]), circuit_of(&saved[1]));
+    assert_eq!((first.state, first.consecutive_failures, first.last_failure_at), (EndpointState::Closed, 3, Some(5)));
+    assert_eq!((second.state, second.next_probe_at), (EndpointState::Disabled, Some(9)));
+    assert_eq!((saved[0].updated_at, saved[1].updated_at), (10, 10));
+}

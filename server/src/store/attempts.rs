@@ -40,3 +40,28 @@ pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -
     let rows = rows.into_iter().map(|row| row.into_active_model().reset_all());
     Attempts::insert_many(rows).exec_without_returning(db).await.map(|_| ())
 }
+
+/// The columns of an attempt row, as a batch carries them (see [`super::recordset`]).
+pub const COLUMNS: super::recordset::Columns = &[
+    ("id", "text"),
+    ("message_id", "text"),
+    ("customer_id", "text"),
+    ("number", "int4"),
+    ("started_at", "int8"),
+    ("duration_ms", "int8"),
+    ("status_code", "int4"),
+    ("error_kind", "text"),
+    ("error_detail", "text"),
+    ("outcome", "text"),
+    ("request_headers", "text"),
+    ("response_headers", "text"),
+    ("response_body", "text"),
+];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_batch_carries_every_column_of_an_attempt() {
+        super::super::recordset::tests::covers::<super::Attempts>(super::COLUMNS);
+    }
+}

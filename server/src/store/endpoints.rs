@@ -1,13 +1,16 @@
 use app::domain::breaker::{Circuit, Window};
 use app::domain::states::EndpointState;
 use sea_orm::sea_query::Expr;
+use std::sync::LazyLock;
+
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 
 use super::entities::endpoint::{self, Column, Entity as Endpoints};
 use super::page::PageRequest;
+use super::recordset;
 
 /// The endpoint of `(customer, url)`, created closed when it does not exist yet.
 pub async fn get_or_create(db: &impl ConnectionTrait, row: endpoint::Model) -> Result<endpoint::Model, DbErr> {
@@ -60,10 +63,14 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<e
     Endpoints::find().filter(Column::Id.is_in(ids)).all(db).await
 }
 
-/// The endpoint, locked for the rest of the transaction (PostgreSQL), so that
-/// concurrent attempts apply the breaker's rules one after another.
-pub async fn get_for_update(db: &impl ConnectionTrait, id: &str) -> Result<Option<endpoint::Model>, DbErr> {
-    Endpoints::find_by_id(id.to_string()).lock_exclusive().one(db).await
+/// The endpoints, locked for the rest of the transaction (PostgreSQL), so that
+/// concurrent batches of attempts apply the breaker's rules one after another.
+/// In id order: concurrent batches never lock them crosswise.
+pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<endpoint::Model>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Endpoints::find().filter(Column::Id.is_in(ids)).order_by_asc(Column::Id).lock_exclusive().all(db).await
 }
 
 pub fn circuit_of(row: &endpoint::Model) -> Circuit {
@@ -76,6 +83,66 @@ pub fn circuit_of(row: &endpoint::Model) -> Circuit {
         next_probe_at: row.next_probe_at,
     }
 }
+
+/// Saves the circuits of several endpoints: on PostgreSQL in one statement.
+pub async fn save_circuits(
+    db: &impl ConnectionTrait,
+    circuits: &[(String, Circuit)],
+    now_ms: i64,
+) -> Result<(), DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres || circuits.len() == 1 {
+        for (id, circuit) in circuits {
+            save_circuit(db, id, circuit, now_ms).await?;
+        }
+        return Ok(());
+    }
+    let rows: Vec<CircuitRow> = circuits
+        .iter()
+        .map(|(id, c)| CircuitRow {
+            id,
+            state: c.state.as_str(),
+            consecutive_failures: c.consecutive_failures as i64,
+            window_buckets: c.window.to_json(),
+            last_success_at: c.last_success_at,
+            last_failure_at: c.last_failure_at,
+            next_probe_at: c.next_probe_at,
+        })
+        .collect();
+    let values = [recordset::json(&rows).into(), now_ms.into()];
+    db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SAVE_CIRCUITS.as_str(), values)).await?;
+    Ok(())
+}
+
+#[derive(serde::Serialize)]
+struct CircuitRow<'a> {
+    id: &'a str,
+    state: &'a str,
+    consecutive_failures: i64,
+    window_buckets: String,
+    last_success_at: Option<i64>,
+    last_failure_at: Option<i64>,
+    next_probe_at: Option<i64>,
+}
+
+const CIRCUIT_COLUMNS: recordset::Columns = &[
+    ("id", "text"),
+    ("state", "text"),
+    ("consecutive_failures", "int8"),
+    ("window_buckets", "text"),
+    ("last_success_at", "int8"),
+    ("last_failure_at", "int8"),
+    ("next_probe_at", "int8"),
+];
+
+static SAVE_CIRCUITS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE endpoints SET state = c.state, consecutive_failures = c.consecutive_failures, \
+           window_buckets = c.window_buckets, last_success_at = c.last_success_at, \
+           last_failure_at = c.last_failure_at, next_probe_at = c.next_probe_at, updated_at = $2 \
+         FROM {} WHERE endpoints.id = c.id",
+        recordset::rows(CIRCUIT_COLUMNS, 1, "c")
+    )
+});
 
 pub async fn save_circuit(db: &impl ConnectionTrait, id: &str, c: &Circuit, now_ms: i64) -> Result<(), DbErr> {
     Endpoints::update_many()

@@ -2,6 +2,7 @@
 //! finish, every state change guarded by the state (and lease) it expects.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
@@ -13,9 +14,10 @@ use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 use app::domain::states::{EndpointState, MessageState};
 use migrations::{FRESH_LANE, RETRY_LANE};
 
-use super::entities::endpoint;
 use super::entities::message::{self, Column, Entity as Messages};
+use super::entities::{attempt, endpoint};
 use super::page::PageRequest;
+use super::recordset;
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
     if rows.is_empty() {
@@ -30,7 +32,7 @@ pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -
 }
 
 /// The columns of a message row, as a batch carries them (see [`super::recordset`]).
-pub const COLUMNS: super::recordset::Columns = &[
+pub const COLUMNS: recordset::Columns = &[
     ("id", "text"),
     ("customer_id", "text"),
     ("event_id", "text"),
@@ -294,6 +296,85 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
     }
     Ok(moved)
 }
+
+/// Records attempts' ends with their attempt rows: each message moves as in
+/// [`finish_many`], and the attempt rows of the messages that moved are
+/// inserted (an attempt whose lease was lost is not recorded). Returns the ids
+/// that moved. On PostgreSQL one statement does both, its text the same for
+/// every batch.
+pub async fn finish_recording(
+    db: &impl ConnectionTrait,
+    ends: &[End],
+    attempts: Vec<attempt::Model>,
+    now_ms: i64,
+) -> Result<HashSet<String>, DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        let moved = finish_many(db, ends, now_ms).await?;
+        super::attempts::insert_many(db, attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect())
+            .await?;
+        return Ok(moved);
+    }
+    let ends: Vec<EndRow> = ends.iter().map(EndRow::from).collect();
+    let values = [recordset::json(&ends).into(), now_ms.into(), recordset::json(&attempts).into()];
+    let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);
+    db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<String>("", "id")).collect()
+}
+
+/// An attempt's end as the batch of [`finish_recording`] carries it.
+#[derive(serde::Serialize)]
+struct EndRow<'a> {
+    id: &'a str,
+    lease_token: i64,
+    state: &'a str,
+    dead_reason: Option<&'a str>,
+    next_attempt_at: Option<i64>,
+    delivered_at: Option<i64>,
+    last_status: Option<i32>,
+}
+
+impl<'a> From<&'a End> for EndRow<'a> {
+    fn from(end: &'a End) -> EndRow<'a> {
+        let f = &end.finish;
+        EndRow {
+            id: &end.id,
+            lease_token: end.lease_token,
+            state: f.state.as_str(),
+            dead_reason: f.dead_reason,
+            next_attempt_at: f.next_attempt_at,
+            delivered_at: f.delivered_at,
+            last_status: f.last_status,
+        }
+    }
+}
+
+const END_COLUMNS: recordset::Columns = &[
+    ("id", "text"),
+    ("lease_token", "int8"),
+    ("state", "text"),
+    ("dead_reason", "text"),
+    ("next_attempt_at", "int8"),
+    ("delivered_at", "int8"),
+    ("last_status", "int4"),
+];
+
+static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
+    let attempts = recordset::names(super::attempts::COLUMNS);
+    format!(
+        "WITH moved AS ( \
+           UPDATE messages SET state = e.state, dead_reason = e.dead_reason, next_attempt_at = e.next_attempt_at, \
+             delivered_at = e.delivered_at, last_status = e.last_status, attempt_count = attempt_count + 1, \
+             lease_token = NULL, updated_at = $2 \
+           FROM {} \
+           WHERE messages.id = e.id AND messages.lease_token = e.lease_token AND messages.state = 'delivering' \
+           RETURNING messages.id \
+         ), recorded AS ( \
+           INSERT INTO attempts ({attempts}) SELECT {attempts} FROM {} \
+           WHERE a.message_id IN (SELECT id FROM moved) \
+         ) SELECT id FROM moved",
+        recordset::rows(END_COLUMNS, 1, "e"),
+        recordset::rows(super::attempts::COLUMNS, 3, "a"),
+    )
+});
 
 /// Attempts per statement: 7 bound values each, well under SQLite's limit.
 const FINISH_CHUNK: usize = 500;

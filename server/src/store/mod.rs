@@ -46,7 +46,12 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
                 .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
         });
     } else {
-        options.max_connections(16).min_connections(1);
+        options.max_connections(16).min_connections(1).map_sqlx_postgres_opts(|opts| {
+            // Every execution is planned for the tables as they are then. A cached generic plan
+            // is made once, perhaps while a table was nearly empty (a fresh database before its
+            // first ANALYZE), and would go on scanning it whole as it grows.
+            opts.options([("plan_cache_mode", "force_custom_plan")])
+        });
     }
     Database::connect(options).await
 }

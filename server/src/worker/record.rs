@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use app::domain::breaker::Transition;
+use app::domain::breaker::{Circuit, Transition};
 use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use serde_json::{Map, Value};
@@ -16,11 +16,11 @@ use super::decide::Decision;
 use super::http::Received;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::endpoints::{circuit_of, get_for_update, save_circuit};
-use crate::store::entities::{attempt, message};
+use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
+use crate::store::entities::{attempt, endpoint, message};
+use crate::store::messages;
 use crate::store::messages::End;
 use crate::store::writers::Writers;
-use crate::store::{attempts, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -127,7 +127,6 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
 /// One transaction for the whole batch; the results are in the batch's order.
 async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = state.now_ms();
-    let txn = state.db.begin().await?;
     let ends: Vec<End> = records
         .iter()
         .map(|r| End {
@@ -136,41 +135,50 @@ async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Opti
             finish: r.decision.finish.clone(),
         })
         .collect();
-    let moved = messages::finish_many(&txn, &ends, now).await?;
-    let kept: Vec<usize> = (0..records.len()).filter(|&i| moved.contains(&records[i].message.id)).collect();
-    attempts::insert_many(&txn, kept.iter().map(|&i| attempt_row(&records[i])).collect()).await?;
-    let mut results: Vec<Option<Transition>> = vec![None; records.len()];
-    // Endpoints in a fixed order, so that concurrent batches never lock them crosswise.
+    let rows = records.iter().map(attempt_row).collect();
+    let txn = state.db.begin().await?;
+    let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for &i in &kept {
-        by_endpoint.entry(records[i].message.endpoint_id.as_str()).or_default().push(i);
+    for (i, record) in records.iter().enumerate().filter(|(_, r)| moved.contains(&r.message.id)) {
+        by_endpoint.entry(record.message.endpoint_id.as_str()).or_default().push(i);
     }
-    for (endpoint_id, indexes) in by_endpoint {
+    // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.
+    let endpoint_ids = by_endpoint.keys().map(|id| id.to_string()).collect();
+    let mut results: Vec<Option<Transition>> = vec![None; records.len()];
+    let mut circuits = Vec::new();
+    for endpoint in lock_many(&txn, endpoint_ids).await? {
+        let indexes = &by_endpoint[endpoint.id.as_str()];
         let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
-        for (transition, i) in count_attempts(state, &txn, endpoint_id, &outcomes, now).await?.into_iter().zip(indexes)
-        {
+        let (circuit, transitions) = count_attempts(state, &txn, &endpoint, &outcomes, now).await?;
+        for (&i, transition) in indexes.iter().zip(transitions) {
             results[i] = Some(transition);
         }
+        circuits.push((endpoint.id, circuit));
     }
+    save_circuits(&txn, &circuits, now).await?;
     txn.commit().await?;
+    // An attempt whose endpoint is gone still counts as recorded.
+    let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
+    for (i, record) in records.iter().enumerate() {
+        if results[i].is_none() && moved.contains(&record.message.id) {
+            results[i] = Some(unchanged);
+        }
+    }
     Ok(results)
 }
 
-/// Applies the breaker's rules to each outcome in turn and saves the circuit
-/// once; acts on every transition (hold when locked, release when closed).
+/// Applies the breaker's rules to each outcome in turn; acts on every
+/// transition (hold when locked, release when closed). Returns the circuit to save.
 async fn count_attempts(
     state: &AppState,
     txn: &DatabaseTransaction,
-    endpoint_id: &str,
+    endpoint: &endpoint::Model,
     outcomes: &[bool],
     now: i64,
-) -> Result<Vec<Transition>, DbErr> {
-    let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
-    let Some(endpoint) = get_for_update(txn, endpoint_id).await? else {
-        return Ok(vec![unchanged; outcomes.len()]);
-    };
+) -> Result<(Circuit, Vec<Transition>), DbErr> {
+    let endpoint_id = endpoint.id.as_str();
     let breaker = state.settings.breaker.config();
-    let mut circuit = circuit_of(&endpoint);
+    let mut circuit = circuit_of(endpoint);
     let mut transitions = Vec::with_capacity(outcomes.len());
     for &success in outcomes {
         let transition = circuit.record(success, now, &breaker);
@@ -191,6 +199,5 @@ async fn count_attempts(
         }
         transitions.push(transition);
     }
-    save_circuit(txn, endpoint_id, &circuit, now).await?;
-    Ok(transitions)
+    Ok((circuit, transitions))
 }
