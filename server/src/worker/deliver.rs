@@ -33,9 +33,9 @@ enum Release {
 }
 
 impl Worker {
-    /// Sends one message and records the attempt. The endpoint's slot is freed
-    /// as soon as the receiver has answered, so that the endpoint's next
-    /// message does not wait for this one's record to be committed.
+    /// Sends one message and records the attempt. The endpoint's slot and the
+    /// lane's worker are freed as soon as the receiver has answered, so that
+    /// the next message does not wait for this one's record to be committed.
     pub(super) async fn deliver(&self, job: Job, place: Place) {
         let msg = &job.message;
         let (Some(sub), Some(event)) = (&job.subscription, &job.event) else {
@@ -71,7 +71,13 @@ impl Worker {
         } else {
             send(&self.client, outgoing).await
         };
-        let _worker = place.free_slot(&self.state.wake);
+        let worker = place.free_slot(&self.state.wake);
+        // The receiver has answered: the lane's worker moves on to the next send while
+        // this attempt waits for its group commit, once it has a place among the
+        // attempts sent and not yet recorded (a crash repeats at most those).
+        let _unrecorded = self.unrecorded.clone().acquire_owned().await.expect("never closed");
+        drop(worker);
+        self.state.wake.room();
         let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
         metrics::counter!("herald_attempts_total", "outcome" => decision.outcome.as_str()).increment(1);
         if decision.outcome == Outcome::Success {

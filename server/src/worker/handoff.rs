@@ -25,9 +25,8 @@ pub struct Place {
 
 impl Place {
     /// Frees the endpoint's slot, and wakes the lanes when the endpoint was
-    /// full, as messages may be waiting for it. The worker stays taken until
-    /// the attempt is recorded, so that no more attempts than the lane's
-    /// concurrency are ever sent and not yet recorded (a crash repeats at most those).
+    /// full, as messages may be waiting for it. Returns the lane's worker, which
+    /// the attempt gives back once it has a place among the unrecorded ones.
     pub(super) fn free_slot(self, wake: &Wakeup) -> OwnedSemaphorePermit {
         if self.slot.release() {
             wake.room();

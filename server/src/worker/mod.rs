@@ -51,6 +51,10 @@ const CLAIM_BATCH: u64 = 128;
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
 const HANDED_PER_ROUND: usize = 16;
+/// Attempts sent and waiting for their record to be committed, across both lanes:
+/// a bound on what a crash repeats, and on the memory they hold while the
+/// database falls behind the receivers.
+const UNRECORDED: usize = 1024;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
@@ -132,6 +136,7 @@ pub struct Worker {
     state: AppState,
     client: reqwest::Client,
     slots: EndpointSlots,
+    unrecorded: Arc<Semaphore>,
     recorder: Recorder,
 }
 
@@ -142,7 +147,7 @@ impl Worker {
             http::client(state.settings.allow_private_targets, delivery.fresh_concurrency + delivery.retry_concurrency);
         let slots = EndpointSlots::new(delivery.endpoint_concurrency);
         let recorder = Recorder::spawn(state.clone());
-        Worker { state, client, slots, recorder }
+        Worker { state, client, slots, unrecorded: Arc::new(Semaphore::new(UNRECORDED)), recorder }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight
