@@ -11,6 +11,7 @@ pub mod entities;
 pub mod events;
 pub mod messages;
 pub mod meta;
+pub mod nodelay;
 pub mod notify;
 pub mod page;
 pub mod recordset;
@@ -51,6 +52,13 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
             // is made once, perhaps while a table was nearly empty (a fresh database before its
             // first ANALYZE), and would go on scanning it whole as it grows.
             opts.options([("plan_cache_mode", "force_custom_plan")])
+        });
+        let port = url::Url::parse(url).ok().and_then(|u| u.port()).unwrap_or(5432);
+        options.map_sqlx_postgres_pool_opts(move |pool| {
+            pool.after_connect(move |_, _| {
+                nodelay::set_on_sockets_to(port);
+                Box::pin(async { Ok(()) })
+            })
         });
     }
     Database::connect(options).await
