@@ -166,7 +166,7 @@ pub async fn claim(
         // A claim lost in a crash only makes its messages due again, as the end of their
         // lease would (an attempt recorded later flushes the claim with it): its commit
         // need not wait for the disk.
-        txn.execute_unprepared("SET LOCAL synchronous_commit = off").await?;
+        txn.execute_unprepared(&format!("SET LOCAL synchronous_commit = off; {}", super::PLAN_EACH_TIME)).await?;
     }
     let picked: Vec<String> = pick(lane_condition, limit).all(&txn).await?;
     if picked.is_empty() {
@@ -301,7 +301,7 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
 /// [`finish_many`], and the attempt rows of the messages that moved are
 /// inserted (an attempt whose lease was lost is not recorded). Returns the ids
 /// that moved. On PostgreSQL one statement does both, its text the same for
-/// every batch.
+/// every batch; `db` must be a transaction there.
 pub async fn finish_recording(
     db: &impl ConnectionTrait,
     ends: &[End],
@@ -314,6 +314,8 @@ pub async fn finish_recording(
             .await?;
         return Ok(moved);
     }
+    // `db` is the recorder's transaction.
+    db.execute_unprepared(super::PLAN_EACH_TIME).await?;
     let ends: Vec<EndRow> = ends.iter().map(EndRow::from).collect();
     let values = [recordset::json(&ends).into(), now_ms.into(), recordset::json(&attempts).into()];
     let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);

@@ -47,12 +47,7 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
                 .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
         });
     } else {
-        options.max_connections(16).min_connections(1).map_sqlx_postgres_opts(|opts| {
-            // Every execution is planned for the tables as they are then. A cached generic plan
-            // is made once, perhaps while a table was nearly empty (a fresh database before its
-            // first ANALYZE), and would go on scanning it whole as it grows.
-            opts.options([("plan_cache_mode", "force_custom_plan")])
-        });
+        options.max_connections(16).min_connections(1);
         let port = url::Url::parse(url).ok().and_then(|u| u.port()).unwrap_or(5432);
         options.map_sqlx_postgres_pool_opts(move |pool| {
             pool.after_connect(move |_, _| {
@@ -67,6 +62,13 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
 pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
     Migrator::up(db, None).await
 }
+
+/// Makes the rest of a PostgreSQL transaction plan each statement for the
+/// tables as they are then. A cached generic plan is made once, perhaps while
+/// the messages table was nearly empty (a fresh database before its first
+/// ANALYZE), and would go on scanning it whole as it grows: for the statements
+/// that find messages among many, that costs far more than planning.
+pub const PLAN_EACH_TIME: &str = "SET LOCAL plan_cache_mode = force_custom_plan";
 
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
