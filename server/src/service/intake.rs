@@ -1,9 +1,10 @@
 //! Publishing by group commit. Publish requests queue here, and one task
 //! writes whatever gathered while the previous write ran: many requests share
 //! one read of subscriptions and one atomic write of their events and messages
-//! (on PostgreSQL a single statement, on SQLite one transaction). A request is answered only after its commit, so
-//! an acknowledged event is never lost. Messages whose endpoint and lane have
-//! room are stored already leased and handed straight to the fresh lane.
+//! (on PostgreSQL a single statement, on SQLite one transaction). A request is
+//! answered only after its commit, so an acknowledged event is never lost.
+//! Messages whose endpoint and lane have room are stored already leased and
+//! handed straight to the fresh lane.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,7 +96,7 @@ async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>)
     writers.finish().await;
 }
 
-/// Writes one batch in one transaction and answers each of its requests.
+/// Writes one batch atomically and answers each of its requests.
 async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize) {
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     match write(&parts, &work).await {
@@ -104,8 +105,12 @@ async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize)
             if !written.pending.is_empty() {
                 parts.wake.stored_for(written.pending);
             }
+            if written.dropped_reservations {
+                // The places reserved for repeated events are free again.
+                parts.wake.room();
+            }
             for (reply, answer) in replies.into_iter().zip(written.answers) {
-                let _ = reply.send(Ok(answer));
+                let _ = reply.send(answer);
             }
         }
         Err(e) => {
@@ -118,7 +123,7 @@ async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize)
     metrics::histogram!("herald_publish_batch_events").record(size as f64);
 }
 
-/// Every request of a failed transaction gets the same error.
+/// Every request of a failed write gets the same error.
 fn copy_error(e: &ServiceError) -> ServiceError {
     match e {
         ServiceError::Conflict(why) => ServiceError::Conflict(why.clone()),
@@ -127,12 +132,15 @@ fn copy_error(e: &ServiceError) -> ServiceError {
 }
 
 struct Written {
-    /// One answer per request, in order.
-    answers: Vec<PublishResult>,
+    /// One answer per request, in order: an error only where looking up an
+    /// earlier event failed (the batch itself is stored).
+    answers: Vec<Result<PublishResult>>,
     /// Messages stored leased, to hand to the fresh lane after the commit.
     handed: Vec<Handed>,
     /// The endpoints of messages stored pending, for the fresh lane to claim.
     pending: Vec<String>,
+    /// Whether places reserved for repeated events were given back.
+    dropped_reservations: bool,
 }
 
 /// Where an event of a request ended up: a row of this batch, or a repeat of one.
@@ -206,20 +214,24 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
     by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
     let inserted = events::insert_with_messages(&parts.db, &by_key, &new_messages).await?;
 
+    // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
+    // to the lane until their lease ends.
+    let reserved = handed.len();
     let handed: Vec<Handed> =
         handed.into_iter().filter(|(i, _)| inserted.contains(&rows[*i].id)).map(|(_, h)| h).collect();
-    let mut stored: Vec<PublishedEvent> = Vec::with_capacity(rows.len());
+    let dropped_reservations = handed.len() < reserved;
+    let mut stored: Vec<Result<PublishedEvent>> = Vec::with_capacity(rows.len());
     for (row, ids) in rows.iter().zip(message_ids) {
         if !inserted.contains(&row.id) {
-            stored.push(earlier(&parts.db, row).await?);
+            stored.push(earlier(&parts.db, row).await);
             continue;
         }
-        stored.push(PublishedEvent {
+        stored.push(Ok(PublishedEvent {
             id: row.ce_id.clone(),
             source: row.source.clone(),
             duplicate: false,
             message_ids: ids,
-        });
+        }));
     }
     let mut pending: Vec<String> = new_messages
         .into_iter()
@@ -235,19 +247,24 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
         }
     }
 
+    let answer = |entry: Entry| -> Result<PublishedEvent> {
+        let (i, repeat) = match entry {
+            Entry::Row(i) => (i, false),
+            Entry::RepeatOf(i) => (i, true),
+        };
+        match &stored[i] {
+            Ok(event) => Ok(PublishedEvent { duplicate: event.duplicate || repeat, ..event.clone() }),
+            Err(e) => Err(copy_error(e)),
+        }
+    };
     let answers = entries
         .into_iter()
-        .map(|request_entries| PublishResult {
-            events: request_entries
-                .into_iter()
-                .map(|entry| match entry {
-                    Entry::Row(i) => stored[i].clone(),
-                    Entry::RepeatOf(i) => PublishedEvent { duplicate: true, ..stored[i].clone() },
-                })
-                .collect(),
+        .map(|request_entries| {
+            let events = request_entries.into_iter().map(answer).collect::<Result<Vec<_>>>()?;
+            Ok(PublishResult { events })
         })
         .collect();
-    Ok(Written { answers, handed, pending })
+    Ok(Written { answers, handed, pending, dropped_reservations })
 }
 
 /// Leases the message for the fresh lane when the lane has room for it (its

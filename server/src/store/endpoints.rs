@@ -90,6 +90,9 @@ pub async fn save_circuits(
     circuits: &[(String, Circuit)],
     now_ms: i64,
 ) -> Result<(), DbErr> {
+    if circuits.is_empty() {
+        return Ok(());
+    }
     if db.get_database_backend() != DbBackend::Postgres || circuits.len() == 1 {
         for (id, circuit) in circuits {
             save_circuit(db, id, circuit, now_ms).await?;

@@ -14,9 +14,10 @@ pub fn set_on_sockets_to(port: u16) {
 
         let Ok(entries) = std::fs::read_dir("/proc/self/fd") else { return };
         for fd in entries.flatten().filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok()) {
-            // SAFETY: the descriptor is only borrowed for two system calls. Had it been closed
-            // or reused meanwhile, they fail (not a socket) or set the option on another socket
-            // to the same port, which is harmless.
+            // SAFETY: the descriptor is only borrowed for two system calls (getpeername,
+            // setsockopt), which touch no memory of ours. Had it been closed or reused meanwhile,
+            // they fail (not a socket) or set the option on some other TCP socket, which is
+            // harmless. A socket to another host on the same port gets it too, equally harmless.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             let socket = socket2::SockRef::from(&fd);
             let peer = socket.peer_addr().ok().and_then(|address| address.as_socket());

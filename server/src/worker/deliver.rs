@@ -74,10 +74,14 @@ impl Worker {
         let worker = place.free_slot(&self.state.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
         // this attempt waits for its group commit, once it has a place among the
-        // attempts sent and not yet recorded (a crash repeats at most those).
+        // attempts sent and not yet recorded (which bounds what a crash repeats).
         let _unrecorded = self.unrecorded.clone().acquire_owned().await.expect("never closed");
+        // A lane out of workers learns that one is free; otherwise it has no reason to look.
+        let lane_was_full = worker.semaphore().available_permits() == 0;
         drop(worker);
-        self.state.wake.room();
+        if lane_was_full {
+            self.state.wake.room();
+        }
         let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
         metrics::counter!("herald_attempts_total", "outcome" => decision.outcome.as_str()).increment(1);
         if decision.outcome == Outcome::Success {

@@ -1,4 +1,4 @@
-//! Fresh messages handed from the publish transaction straight to the fresh
+//! Fresh messages handed from the publish's write straight to the fresh
 //! lane. While the lane has room, the publish stores the message already
 //! leased and, once committed, passes it over in memory: no claim, no second
 //! read. It starts at once when a worker and a slot at its endpoint are free;

@@ -51,16 +51,20 @@ const CLAIM_BATCH: u64 = 128;
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
 const HANDED_PER_ROUND: usize = 16;
-/// Attempts sent and waiting for their record to be committed, across both lanes:
-/// a bound on what a crash repeats, and on the memory they hold while the
-/// database falls behind the receivers.
+/// Attempts sent and waiting for their record to be committed, across both lanes
+/// (beyond those still holding their lane's worker while they wait for a place
+/// here): a bound on what a crash repeats, and on the memory they hold while
+/// the database falls behind the receivers.
 const UNRECORDED: usize = 1024;
+/// Endpoints with messages stored pending that the fresh lane has yet to take note of.
+const MAX_BACKLOG: usize = 4096;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
-/// Wakes the lanes: to claim (messages came due), or only to start messages
-/// waiting for an endpoint that has room again. A permit is stored when a lane
-/// is busy, so no wake-up is lost.
+/// Wakes the lanes: to claim everything due (messages came due, of endpoints
+/// unknown), or to look again at what they hold and know (an endpoint or a
+/// worker has room again, or messages were stored for known endpoints). A
+/// permit is stored when a lane is busy, so no wake-up is lost.
 pub struct Wakeup {
     /// Names this process in the wake-ups it sends other processes, so that it
     /// ignores its own.
@@ -110,7 +114,11 @@ impl Wakeup {
     /// First attempts were stored due for these endpoints: the fresh lane claims
     /// them endpoint by endpoint, as each has room, rather than everything due.
     pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
-        self.backlog.lock().expect("backlog").extend(endpoints);
+        let mut backlog = self.backlog.lock().expect("backlog");
+        // Bounded while no lane takes them (none runs): the lanes' poll finds any messages anyway.
+        let room = MAX_BACKLOG.saturating_sub(backlog.len());
+        backlog.extend(endpoints.into_iter().take(room));
+        drop(backlog);
         self.fresh_room.notify_one();
     }
     fn take_backlog(&self) -> Vec<String> {
@@ -119,7 +127,8 @@ impl Wakeup {
     fn next_retry_after(&self, now_ms: i64) -> Option<i64> {
         self.retry_times.lock().expect("retry times").next_after(now_ms)
     }
-    fn room(&self) {
+    /// Places in the lanes were freed: waiting messages may start, and a lane may claim.
+    pub(crate) fn room(&self) {
         self.fresh_room.notify_one();
         self.retry_room.notify_one();
     }
@@ -211,7 +220,8 @@ impl Worker {
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
                 let got: Vec<String> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
-                lookout.claimed(&look, &got, limit as usize, crowded, self.state.now_ms() + idle.as_millis() as i64);
+                let next_look = self.state.now_ms() + idle.as_millis() as i64;
+                lookout.claimed(&look, &got, limit as usize, round, crowded, next_look);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
                     continue;

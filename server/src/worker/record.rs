@@ -4,7 +4,7 @@
 //! endpoint's other messages. A lone attempt is written at once; under load,
 //! the attempts that finish while a batch is being written form the next one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use app::domain::breaker::{Circuit, Transition};
 use app::domain::states::{EndpointState, Outcome};
@@ -64,13 +64,31 @@ impl Recorder {
 
 async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
     let mut writers = Writers::for_database(&state.db);
+    let mut held: Option<Pending> = None;
     loop {
         writers.room().await;
-        let Some(first) = incoming.recv().await else { break };
+        let first = match held.take() {
+            Some(pending) => pending,
+            None => match incoming.recv().await {
+                Some(pending) => pending,
+                None => break,
+            },
+        };
+        // One attempt per message in a batch: a message leased again after its lease ran
+        // out may bring two, and only the current lease's may be recorded (both would
+        // claim the same attempt number).
+        let mut messages = HashSet::from([first.record.message.id.clone()]);
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match incoming.try_recv() {
-                Ok(next) => batch.push(next),
+                Ok(next) if messages.contains(&next.record.message.id) => {
+                    held = Some(next);
+                    break;
+                }
+                Ok(next) => {
+                    messages.insert(next.record.message.id.clone());
+                    batch.push(next);
+                }
                 Err(_) => break,
             }
         }
