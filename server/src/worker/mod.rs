@@ -51,11 +51,6 @@ const CLAIM_BATCH: u64 = 128;
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
 const HANDED_PER_ROUND: usize = 16;
-/// Attempts sent and waiting for their record to be committed, across both lanes
-/// (beyond those still holding their lane's worker while they wait for a place
-/// here): a bound on what a crash repeats, and on the memory they hold while
-/// the database falls behind the receivers.
-const UNRECORDED: usize = 1024;
 /// Endpoints with messages stored pending that the fresh lane has yet to take note of.
 const MAX_BACKLOG: usize = 4096;
 /// How long a message waits when its endpoint was at its concurrency limit.
@@ -156,7 +151,11 @@ impl Worker {
             http::client(state.settings.allow_private_targets, delivery.fresh_concurrency + delivery.retry_concurrency);
         let slots = EndpointSlots::new(delivery.endpoint_concurrency);
         let recorder = Recorder::spawn(state.clone());
-        Worker { state, client, slots, unrecorded: Arc::new(Semaphore::new(UNRECORDED)), recorder }
+        // Attempts sent and waiting for their record to be committed: as many as both lanes
+        // send at once, so that a crash repeats at most twice the lanes' concurrency, and
+        // the memory they hold is bounded while the database falls behind the receivers.
+        let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
+        Worker { state, client, slots, unrecorded, recorder }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight
