@@ -4,6 +4,7 @@
 //! budget of its own, so a slow receiver never takes every worker.
 
 pub mod busy;
+pub mod circuits;
 mod decide;
 mod deliver;
 pub mod handoff;
