@@ -1,8 +1,10 @@
 //! What a single request may carry, checked before any handler runs: the size
 //! of its head, a path and query the database can store, and (for JSON
-//! bodies) how deeply they nest.
+//! bodies) how deeply they nest. A small body is read before the handler runs.
 
+use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::http::header::CONTENT_LENGTH;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
@@ -10,13 +12,36 @@ use percent_encoding::percent_decode_str;
 use super::problem::ApiError;
 use crate::config::LimitSettings;
 
+/// Bodies up to this size are read in full before the handler runs.
+const READ_FIRST_BYTES: u64 = 64 * 1024;
+
 /// Refuses a request whose head is too large (431) or whose path or query decodes to something no
 /// id or filter can be: invalid UTF-8, or a NUL (400). Both would otherwise reach the database.
 pub async fn guard_request(State(limits): State<LimitSettings>, request: Request, next: Next) -> Response {
     if let Err(e) = check_head(&request, &limits) {
         return e.into_response();
     }
-    next.run(request).await
+    match read_small_body(request, &limits).await {
+        Ok(request) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Reads a small body (by its Content-Length) before the handler answers. A
+/// handler that answers without reading it (a 401, 404 or 405) would otherwise
+/// leave the body to arrive after the answer, and the server closes such a
+/// connection instead of keeping it alive: a client that sent the body apart
+/// from the head and reuses the connection for its next request finds it closed.
+async fn read_small_body(request: Request, limits: &LimitSettings) -> Result<Request, ApiError> {
+    let length = request.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(length) = length.filter(|&n| n > 0 && n <= READ_FIRST_BYTES && n <= limits.max_body_bytes as u64) else {
+        return Ok(request);
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, length as usize)
+        .await
+        .map_err(|_| ApiError::field("body", "ended before its Content-Length"))?;
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 fn check_head(request: &Request, limits: &LimitSettings) -> Result<(), ApiError> {
@@ -73,9 +98,42 @@ pub fn nests_deeper_than(json: &[u8], max: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use axum::body::Body;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::Poll;
+
+    use axum::Router;
+    use axum::body::Bytes;
+    use axum::routing::post;
+    use futures::StreamExt;
+    use tower::ServiceExt;
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_small_body_is_read_before_a_handler_answers_without_it() {
+        let limits = LimitSettings::default();
+        let app = Router::new()
+            .route("/only-post", post(|| async { "never" }))
+            .layer(axum::middleware::from_fn_with_state(limits, guard_request));
+        let read_to_end = Arc::new(AtomicBool::new(false));
+        let end = read_to_end.clone();
+        let chunks = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from_static(b"{}"))]).chain(
+            futures::stream::poll_fn(move |_| {
+                end.store(true, Ordering::SeqCst);
+                Poll::Ready(None)
+            }),
+        );
+        let request = Request::builder()
+            .method("PATCH")
+            .uri("/only-post")
+            .header(CONTENT_LENGTH, "2")
+            .body(Body::from_stream(chunks))
+            .unwrap();
+        let response = app.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 405);
+        assert!(read_to_end.load(Ordering::SeqCst), "the body was read before the 405 went out");
+    }
 
     #[test]
     fn depth_counts_arrays_and_objects_but_not_brackets_in_strings() {
