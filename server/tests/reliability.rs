@@ -241,26 +241,3 @@ async fn one_batch_saves_the_circuits_of_several_endpoints() {
     assert_eq!((second.state, second.next_probe_at), (EndpointState::Disabled, Some(9)));
     assert_eq!((saved[0].updated_at, saved[1].updated_at), (10, 10));
 }
-
-#[tokio::test]
-async fn the_counter_counts_batches_sent_at_once_into_one_circuit() {
-    use app::domain::states::EndpointState;
-    use herald::store::endpoints::{by_ids, circuit_of};
-    use herald::worker::circuits::{Counter, Outcome};
-
-    let app = TestApp::start_with(small_breaker).await;
-    let (_, key) = app.customer("acme").await;
-    app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/", "event_types": ["*"]})).await;
-    let id = endpoint(&app, &key).await["id"].as_str().unwrap().to_string();
-
-    let counter = Counter::spawn(app.state.clone());
-    let failures = |n| (0..n).map(|_| Outcome { endpoint_id: id.clone(), success: false }).collect::<Vec<_>>();
-    let (first, second) = tokio::join!(counter.count(failures(3)), counter.count(failures(3)));
-    assert_eq!((first.len(), second.len()), (3, 3), "one transition per outcome");
-    let disabled: Vec<_> = first.iter().chain(&second).filter(|t| t.changed()).collect();
-    assert_eq!(disabled.len(), 1, "the fifth failure disables the endpoint, once");
-    assert_eq!((disabled[0].from, disabled[0].to), (EndpointState::Closed, EndpointState::Disabled));
-
-    let circuit = circuit_of(&by_ids(&app.state.db, vec![id]).await.unwrap()[0]);
-    assert_eq!((circuit.state, circuit.consecutive_failures), (EndpointState::Disabled, 6), "no outcome was lost");
-}

@@ -9,7 +9,7 @@ use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
     QueryOrder, QuerySelect, TransactionTrait,
 };
-use sea_orm::{DatabaseConnection, DbBackend, Statement, Value, sqlx};
+use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
 use app::domain::states::{EndpointState, MessageState};
 use migrations::{FRESH_LANE, RETRY_LANE};
@@ -300,33 +300,26 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
 /// Records attempts' ends with their attempt rows: each message moves as in
 /// [`finish_many`], and the attempt rows of the messages that moved are
 /// inserted (an attempt whose lease was lost is not recorded). Returns the ids
-/// that moved. For SQLite, inside the recorder's transaction; PostgreSQL has
-/// [`finish_recording_at_once`].
+/// that moved. On PostgreSQL one statement does both, its text the same for
+/// every batch; `db` must be a transaction there.
 pub async fn finish_recording(
     db: &impl ConnectionTrait,
     ends: &[End],
     attempts: Vec<attempt::Model>,
     now_ms: i64,
 ) -> Result<HashSet<String>, DbErr> {
-    let moved = finish_many(db, ends, now_ms).await?;
-    super::attempts::insert_many(db, attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect()).await?;
-    Ok(moved)
-}
-
-/// [`finish_recording`] on PostgreSQL: one statement, which commits by itself,
-/// its text the same for every batch and its plan made for each batch.
-pub async fn finish_recording_at_once(
-    db: &DatabaseConnection,
-    ends: &[End],
-    attempts: &[attempt::Model],
-    now_ms: i64,
-) -> Result<HashSet<String>, DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        let moved = finish_many(db, ends, now_ms).await?;
+        super::attempts::insert_many(db, attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect())
+            .await?;
+        return Ok(moved);
+    }
+    // `db` is the recorder's transaction.
+    db.execute_unprepared(super::PLAN_EACH_TIME).await?;
     let ends: Vec<EndRow> = ends.iter().map(EndRow::from).collect();
-    let statement = sqlx::query(FINISH_RECORDING.as_str())
-        .bind(recordset::json(&ends))
-        .bind(now_ms)
-        .bind(recordset::json(attempts));
-    Ok(super::ids_planned_each_time(db, statement).await?.into_iter().collect())
+    let values = [recordset::json(&ends).into(), now_ms.into(), recordset::json(&attempts).into()];
+    let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);
+    db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<String>("", "id")).collect()
 }
 
 /// An attempt's end as the batch of [`finish_recording`] carries it.

@@ -20,12 +20,11 @@ pub mod subscriptions;
 pub mod users;
 pub mod writers;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, RuntimeErr, SqlErr, sqlx};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
 
 /// A pooled PostgreSQL connection idle this long is pinged before it is used,
 /// in case the server or something between dropped it meanwhile.
@@ -76,20 +75,6 @@ pub async fn migrate(db: &DatabaseConnection) -> Result<(), DbErr> {
 /// ANALYZE), and would go on scanning it whole as it grows: for the statements
 /// that find messages among many, that costs far more than planning.
 pub const PLAN_EACH_TIME: &str = "SET LOCAL plan_cache_mode = force_custom_plan";
-
-/// Runs one statement on PostgreSQL by itself (it commits alone) and returns
-/// its rows' `id`s. It goes as an unnamed prepared statement, which PostgreSQL
-/// plans for the values it is given, as [`PLAN_EACH_TIME`] would, without the
-/// transaction around it: two round trips instead of four.
-pub async fn ids_planned_each_time(
-    db: &DatabaseConnection,
-    statement: sqlx::query::Query<'_, sqlx::Postgres, sqlx::postgres::PgArguments>,
-) -> Result<Vec<String>, DbErr> {
-    use sea_orm::sqlx::Row;
-    let to_db = |e: sqlx::Error| DbErr::Query(RuntimeErr::SqlxError(Arc::new(e)));
-    let rows = statement.persistent(false).fetch_all(db.get_postgres_connection_pool()).await.map_err(to_db)?;
-    rows.iter().map(|row| row.try_get::<String, _>("id").map_err(to_db)).collect()
-}
 
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))

@@ -4,7 +4,6 @@
 //! budget of its own, so a slow receiver never takes every worker.
 
 pub mod busy;
-pub mod circuits;
 mod decide;
 mod deliver;
 pub mod handoff;

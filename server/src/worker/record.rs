@@ -1,26 +1,25 @@
 //! Writes the ends of attempts, many per transaction (group commit): each
-//! message's next state (guarded by its lease) and the attempt rows; then each
-//! endpoint's circuit counts the batch's outcomes once (see `circuits`), whose
-//! transitions hold or release the endpoint's other messages. A lone attempt
-//! is written at once; under load, the attempts that finish while a batch is
-//! being written form the next one.
+//! message's next state (guarded by its lease), the attempt rows, and each
+//! endpoint's circuit once per batch — whose transitions hold or release the
+//! endpoint's other messages. A lone attempt is written at once; under load,
+//! the attempts that finish while a batch is being written form the next one.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-use app::domain::breaker::Transition;
-use app::domain::states::Outcome as AttemptOutcome;
-use sea_orm::{DbErr, TransactionTrait};
+use app::domain::breaker::{Circuit, Transition};
+use app::domain::states::{EndpointState, Outcome};
+use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::circuits::{self, Counter, Outcome};
 use super::decide::Decision;
 use super::http::Received;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::entities::{attempt, message};
-use crate::store::is_postgres;
-use crate::store::messages::{self, End};
+use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
+use crate::store::entities::{attempt, endpoint, message};
+use crate::store::messages;
+use crate::store::messages::End;
 use crate::store::writers::Writers;
 
 /// The most attempts written in one transaction.
@@ -52,8 +51,7 @@ pub struct Recorder {
 impl Recorder {
     pub fn spawn(state: AppState) -> Recorder {
         let (queue, incoming) = mpsc::unbounded_channel();
-        let counter = is_postgres(&state.db).then(|| Counter::spawn(state.clone()));
-        tokio::spawn(run(state, counter, incoming));
+        tokio::spawn(run(state, incoming));
         Recorder { queue }
     }
 
@@ -64,7 +62,7 @@ impl Recorder {
     }
 }
 
-async fn run(state: AppState, counter: Option<Counter>, mut incoming: mpsc::UnboundedReceiver<Pending>) {
+async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
     let mut writers = Writers::for_database(&state.db);
     let mut held: Option<Pending> = None;
     loop {
@@ -94,16 +92,16 @@ async fn run(state: AppState, counter: Option<Counter>, mut incoming: mpsc::Unbo
                 Err(_) => break,
             }
         }
-        writers.spawn(commit_batch(state.clone(), counter.clone(), batch));
+        writers.spawn(commit_batch(state.clone(), batch));
     }
     writers.finish().await;
 }
 
-/// Writes one batch and answers each attempt's worker.
-async fn commit_batch(state: AppState, counter: Option<Counter>, batch: Vec<Pending>) {
+/// Writes one batch in one transaction and answers each attempt's worker.
+async fn commit_batch(state: AppState, batch: Vec<Pending>) {
     let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
     let size = records.len();
-    match write(&state, counter.as_ref(), records).await {
+    match write(&state, records).await {
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(Ok(result));
@@ -144,14 +142,8 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
     }
 }
 
-/// Records the batch; the results are in the batch's order. With a `counter`
-/// (PostgreSQL) the messages and attempts are written by one statement and the
-/// counter then counts the outcomes; otherwise one transaction does both.
-async fn write(
-    state: &AppState,
-    counter: Option<&Counter>,
-    records: Vec<AttemptRecord>,
-) -> Result<Vec<Option<Transition>>, DbErr> {
+/// One transaction for the whole batch; the results are in the batch's order.
+async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = state.now_ms();
     let ends: Vec<End> = records
         .iter()
@@ -161,36 +153,69 @@ async fn write(
             finish: r.decision.finish.clone(),
         })
         .collect();
-    let rows: Vec<attempt::Model> = records.iter().map(attempt_row).collect();
-    let outcomes = |moved: &HashSet<String>| -> (Vec<usize>, Vec<Outcome>) {
-        records
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| moved.contains(&r.message.id))
-            .map(|(i, r)| {
-                let success = r.decision.outcome == AttemptOutcome::Success;
-                (i, Outcome { endpoint_id: r.message.endpoint_id.clone(), success })
-            })
-            .unzip()
-    };
-    let (counted, transitions) = match counter {
-        Some(counter) => {
-            let moved = messages::finish_recording_at_once(&state.db, &ends, &rows, now).await?;
-            let (counted, outcomes) = outcomes(&moved);
-            (counted, counter.count(outcomes).await)
-        }
-        None => {
-            let txn = state.db.begin().await?;
-            let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
-            let (counted, outcomes) = outcomes(&moved);
-            let transitions = circuits::count(state, &txn, &outcomes, now).await?;
-            txn.commit().await?;
-            (counted, transitions)
-        }
-    };
+    let rows = records.iter().map(attempt_row).collect();
+    let txn = state.db.begin().await?;
+    let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
+    let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, record) in records.iter().enumerate().filter(|(_, r)| moved.contains(&r.message.id)) {
+        by_endpoint.entry(record.message.endpoint_id.as_str()).or_default().push(i);
+    }
+    // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.
+    let endpoint_ids = by_endpoint.keys().map(|id| id.to_string()).collect();
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
-    for (i, transition) in counted.into_iter().zip(transitions) {
-        results[i] = Some(transition);
+    let mut circuits = Vec::new();
+    for endpoint in lock_many(&txn, endpoint_ids).await? {
+        let indexes = &by_endpoint[endpoint.id.as_str()];
+        let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
+        let (circuit, transitions) = count_attempts(state, &txn, &endpoint, &outcomes, now).await?;
+        for (&i, transition) in indexes.iter().zip(transitions) {
+            results[i] = Some(transition);
+        }
+        circuits.push((endpoint.id, circuit));
+    }
+    save_circuits(&txn, &circuits, now).await?;
+    txn.commit().await?;
+    // An attempt whose endpoint is gone still counts as recorded.
+    let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
+    for (i, record) in records.iter().enumerate() {
+        if results[i].is_none() && moved.contains(&record.message.id) {
+            results[i] = Some(unchanged);
+        }
     }
     Ok(results)
+}
+
+/// Applies the breaker's rules to each outcome in turn; acts on every
+/// transition (hold when locked, release when closed). Returns the circuit to save.
+async fn count_attempts(
+    state: &AppState,
+    txn: &DatabaseTransaction,
+    endpoint: &endpoint::Model,
+    outcomes: &[bool],
+    now: i64,
+) -> Result<(Circuit, Vec<Transition>), DbErr> {
+    let endpoint_id = endpoint.id.as_str();
+    let breaker = state.settings.breaker.config();
+    let mut circuit = circuit_of(endpoint);
+    let mut transitions = Vec::with_capacity(outcomes.len());
+    for &success in outcomes {
+        let transition = circuit.record(success, now, &breaker);
+        match (transition.from, transition.to) {
+            (from, EndpointState::Locked) if from != EndpointState::Locked => {
+                let held = messages::hold_endpoint(txn, endpoint_id, now).await?;
+                tracing::warn!(endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
+            }
+            (EndpointState::Disabled, EndpointState::Closed) => {
+                // Messages deferred to a probe are due at most one probe interval ahead.
+                messages::release_endpoint(txn, endpoint_id, now + breaker.probe_ms, now).await?;
+                tracing::info!(endpoint_id, "probe succeeded; endpoint closed");
+            }
+            (EndpointState::Closed, EndpointState::Disabled) => {
+                tracing::warn!(endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
+            }
+            _ => {}
+        }
+        transitions.push(transition);
+    }
+    Ok((circuit, transitions))
 }
