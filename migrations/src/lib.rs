@@ -8,6 +8,7 @@ mod m0001_initial;
 mod m0002_sessions;
 mod m0003_meta;
 mod m0004_open_message_indexes;
+mod m0005_routing_version;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_sessions::Migration),
             Box::new(m0003_meta::Migration),
             Box::new(m0004_open_message_indexes::Migration),
+            Box::new(m0005_routing_version::Migration),
         ]
     }
 }

@@ -1,8 +1,10 @@
 //! Publishing by group commit. Publish requests queue here, and one task
 //! writes whatever gathered while the previous write ran: many requests share
-//! one read of subscriptions and one atomic write of their events and messages
+//! one atomic write of their events and messages
 //! (on PostgreSQL a single statement, on SQLite one transaction). A request is
 //! answered only after its commit, so an acknowledged event is never lost.
+//! Batches are routed with each customer's subscriptions as last read (see
+//! [`super::routes`]), which the write checks are still current.
 //! Messages whose endpoint and lane have room are stored already leased and
 //! handed straight to the fresh lane.
 
@@ -17,6 +19,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::events::{pending_message, policy_of};
+use super::routes::{Route, Routes, routed_by};
 use super::subscriptions::matches;
 use super::{Result, ServiceError};
 use crate::clock::SharedClock;
@@ -24,12 +27,16 @@ use crate::ids::new_id;
 use crate::store::endpoints::circuit_of;
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::writers::Writers;
-use crate::store::{events, messages, notify, subscriptions};
+use crate::store::{events, messages, notify};
 use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
 use crate::worker::{Job, Wakeup};
 
 /// Events written in one batch at most; a request is never split.
 const MAX_EVENTS: usize = 2000;
+
+/// Routings a batch is written with before its requests are refused (each
+/// try follows a change to a customer's subscriptions or endpoints).
+const ROUTING_TRIES: usize = 5;
 
 /// What the intake task needs (not the whole application state, which holds the intake).
 pub struct IntakeParts {
@@ -70,6 +77,7 @@ impl Intake {
 
 async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
+    let routes = Arc::new(Routes::default());
     let mut writers = Writers::for_database(&parts.db);
     let mut held: Option<Request> = None;
     loop {
@@ -91,15 +99,15 @@ async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>)
             size += next.events.len();
             batch.push(next);
         }
-        writers.spawn(commit_batch(parts.clone(), batch, size));
+        writers.spawn(commit_batch(parts.clone(), routes.clone(), batch, size));
     }
     writers.finish().await;
 }
 
 /// Writes one batch atomically and answers each of its requests.
-async fn commit_batch(parts: Arc<IntakeParts>, batch: Vec<Request>, size: usize) {
+async fn commit_batch(parts: Arc<IntakeParts>, routes: Arc<Routes>, batch: Vec<Request>, size: usize) {
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
-    match write(&parts, &work).await {
+    match write(&parts, &routes, &work).await {
         Ok(written) => {
             parts.handoff.hand(written.handed);
             if !written.pending.is_empty() {
@@ -149,14 +157,34 @@ enum Entry {
     RepeatOf(usize),
 }
 
-async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
-    let now = parts.clock.now_ms();
+/// Routes the batch with the customers' kept routing and writes it; when the
+/// write finds that routing changed, reads it again and routes anew.
+async fn write(parts: &IntakeParts, routes: &Routes, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
     let mut customers: Vec<String> = work.iter().map(|(c, _)| c.clone()).collect();
     customers.sort();
     customers.dedup();
-    // Read before the write, as any read at READ COMMITTED would be: a subscription
-    // deleted meanwhile leaves messages that its lane ends unattempted.
-    let targets = subscriptions::active_with_endpoints(&parts.db, &customers).await?;
+    for _ in 0..ROUTING_TRIES {
+        let routing = routes.of(&parts.db, &customers).await?;
+        if let Some(written) = write_routed(parts, &routing, work).await? {
+            return Ok(written);
+        }
+        routes.forget(&customers);
+        // The places reserved for the discarded routing are free again.
+        parts.wake.room();
+    }
+    Err(ServiceError::Conflict("the customer's subscriptions kept changing during the publish; try again".into()))
+}
+
+/// `None`, storing nothing, when the routing changed since it was read.
+async fn write_routed(
+    parts: &IntakeParts,
+    routing: &[Arc<Route>],
+    work: &[(String, Vec<CloudEvent>)],
+) -> Result<Option<Written>> {
+    let now = parts.clock.now_ms();
+    // A subscription deleted after this routing was checked by the write (READ COMMITTED)
+    // leaves messages that its lane ends unattempted.
+    let targets = routing.iter().flat_map(|route| route.targets.iter());
     let handing = parts.handoff.is_open();
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
@@ -195,7 +223,7 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
     for (i, row) in rows.iter().enumerate() {
         let mut ids = Vec::new();
         let matching = targets
-            .iter()
+            .clone()
             .filter(|(s, _)| s.customer_id == row.customer_id && matches(&s.event_types, &row.event_type));
         for (sub, endpoint) in matching {
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
@@ -212,7 +240,10 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
 
     let mut by_key: Vec<&event::Model> = rows.iter().collect();
     by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
-    let inserted = events::insert_with_messages(&parts.db, &by_key, &new_messages).await?;
+    let Some(inserted) = events::insert_with_messages(&parts.db, &by_key, &new_messages, &routed_by(routing)).await?
+    else {
+        return Ok(None);
+    };
 
     // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
     // to the lane until their lease ends.
@@ -264,7 +295,7 @@ async fn write(parts: &IntakeParts, work: &[(String, Vec<CloudEvent>)]) -> Resul
             Ok(PublishResult { events })
         })
         .collect();
-    Ok(Written { answers, handed, pending, dropped_reservations })
+    Ok(Some(Written { answers, handed, pending, dropped_reservations }))
 }
 
 /// Leases the message for the fresh lane when the lane has room for it (its

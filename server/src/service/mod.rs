@@ -8,6 +8,7 @@ pub mod intake;
 pub mod messages;
 pub mod overview;
 pub mod policies;
+pub mod routes;
 pub mod subscriptions;
 pub mod users;
 pub mod views;

@@ -36,30 +36,84 @@ pub async fn insert_new_many(db: &impl ConnectionTrait, rows: Vec<event::Model>)
     Ok(inserted)
 }
 
+/// What a publish batch was routed by, read before its write: the routing
+/// version of each customer (see migration m0005) and the state of each of
+/// their endpoints. The batch is stored only if its write finds them unchanged.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Routed {
+    pub customers: Vec<RoutedCustomer>,
+    pub endpoints: Vec<RoutedEndpoint>,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct RoutedCustomer {
+    pub id: String,
+    pub routing_version: i64,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct RoutedEndpoint {
+    pub id: String,
+    pub state: String,
+}
+
 /// Stores a publish batch atomically: the events whose `(customer, source, id)`
 /// is new, and the messages of those events (the others' are dropped). Returns
-/// the ids of the events inserted. Concurrent batches that share keys must
+/// the ids of the events inserted, or `None`, storing nothing, when the routing
+/// changed since `routed` was read. Concurrent batches that share keys must
 /// list `events` in key order, so that they wait for each other in one
 /// direction, never crosswise into a deadlock.
 pub async fn insert_with_messages(
     db: &DatabaseConnection,
     events: &[&event::Model],
     messages: &[message::Model],
-) -> Result<HashSet<String>, DbErr> {
+    routed: &Routed,
+) -> Result<Option<HashSet<String>>, DbErr> {
+    let customers = recordset::json(&routed.customers);
+    let endpoints = recordset::json(&routed.endpoints);
     if db.get_database_backend() == DbBackend::Postgres {
         // One statement, committed on its own: one round trip for the whole batch.
-        let values = [recordset::json(events).into(), recordset::json(messages).into()];
+        let values =
+            [recordset::json(events).into(), recordset::json(messages).into(), customers.into(), endpoints.into()];
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, PUBLISH.as_str(), values);
         let rows = db.query_all_raw(statement).await?;
-        return rows.iter().map(|row| row.try_get::<String>("", "id")).collect();
+        let ids: Vec<Option<String>> = rows.iter().map(|row| row.try_get("", "id")).collect::<Result<_, _>>()?;
+        // A NULL id says the routing changed.
+        return Ok(ids.into_iter().collect());
     }
     let txn = db.begin().await?;
+    let still = Statement::from_sql_and_values(DbBackend::Sqlite, SQLITE_STILL_ROUTED, [customers.into(), endpoints.into()]);
+    let still = txn.query_one_raw(still).await?.map(|row| row.try_get::<bool>("", "still")).transpose()?;
+    if still != Some(true) {
+        txn.rollback().await?;
+        return Ok(None);
+    }
     let inserted = insert_new_many(&txn, events.iter().map(|&e| e.clone()).collect()).await?;
     let kept = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
     messages::insert_many(&txn, kept).await?;
     txn.commit().await?;
-    Ok(inserted)
+    Ok(Some(inserted))
 }
+
+/// True when the customers' routing versions and the endpoints' states are
+/// still those of parameters `customers` and `endpoints`, as [`Routed`] carries them.
+fn still_routed(customers: &str, endpoints: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM {customers} LEFT JOIN customers ON customers.id = r.id \
+           WHERE customers.routing_version IS DISTINCT FROM r.routing_version) \
+         AND NOT EXISTS (SELECT 1 FROM {endpoints} LEFT JOIN endpoints ON endpoints.id = p.id \
+           WHERE endpoints.state IS DISTINCT FROM p.state)"
+    )
+}
+
+/// [`still_routed`] on SQLite, whose JSON parameters are read with `json_each`.
+const SQLITE_STILL_ROUTED: &str = "SELECT \
+    NOT EXISTS (SELECT 1 FROM json_each(?) AS r LEFT JOIN customers \
+      ON customers.id = json_extract(r.value, '$.id') \
+      WHERE customers.routing_version IS NOT json_extract(r.value, '$.routing_version')) \
+    AND NOT EXISTS (SELECT 1 FROM json_each(?) AS p LEFT JOIN endpoints \
+      ON endpoints.id = json_extract(p.value, '$.id') \
+      WHERE endpoints.state IS NOT json_extract(p.value, '$.state')) AS still";
 
 /// The columns of an event row, as a batch carries them.
 pub const COLUMNS: recordset::Columns = &[
@@ -72,18 +126,27 @@ pub const COLUMNS: recordset::Columns = &[
     ("created_at", "int8"),
 ];
 
+const ROUTED_CUSTOMER_COLUMNS: recordset::Columns = &[("id", "text"), ("routing_version", "int8")];
+const ROUTED_ENDPOINT_COLUMNS: recordset::Columns = &[("id", "text"), ("state", "text")];
+
 /// The publish batch on PostgreSQL: the new events, then the messages of the
-/// events just inserted (a repeated key inserts neither).
+/// events just inserted (a repeated key inserts neither); nothing, and one
+/// NULL row, when the routing changed.
 static PUBLISH: LazyLock<String> = LazyLock::new(|| {
     let (events, messages) = (recordset::names(COLUMNS), recordset::names(messages::COLUMNS));
+    let still = still_routed(
+        &recordset::rows(ROUTED_CUSTOMER_COLUMNS, 3, "r"),
+        &recordset::rows(ROUTED_ENDPOINT_COLUMNS, 4, "p"),
+    );
     format!(
-        "WITH new_events AS ( \
-           INSERT INTO events ({events}) SELECT {events} FROM {} \
+        "WITH routed AS (SELECT {still} AS still \
+         ), new_events AS ( \
+           INSERT INTO events ({events}) SELECT {events} FROM {} WHERE (SELECT still FROM routed) \
            ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id \
          ), new_messages AS ( \
            INSERT INTO messages ({messages}) SELECT {messages} FROM {} \
            WHERE m.event_id IN (SELECT id FROM new_events) \
-         ) SELECT id FROM new_events",
+         ) SELECT id FROM new_events UNION ALL SELECT NULL FROM routed WHERE NOT still",
         recordset::rows(COLUMNS, 1, "e"),
         recordset::rows(messages::COLUMNS, 2, "m"),
     )

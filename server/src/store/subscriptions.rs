@@ -1,7 +1,9 @@
+use std::collections::HashMap;
+
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel, JoinType,
-    QueryFilter, QueryOrder, QuerySelect,
+    QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 
 use super::entities::endpoint;
@@ -75,6 +77,24 @@ pub async fn active_with_endpoints(
         .filter(Column::Status.eq("active"))
         .all(db)
         .await
+}
+
+/// The routing version of each of these customers that exists: one more with
+/// every change to its subscriptions (see migration m0005).
+pub async fn routing_versions(
+    db: &impl ConnectionTrait,
+    customer_ids: &[String],
+) -> Result<HashMap<String, i64>, DbErr> {
+    let customers = serde_json::to_string(customer_ids).expect("strings serialize to JSON");
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => {
+            "SELECT id, routing_version FROM customers WHERE id IN (SELECT json_array_elements_text($1::json))"
+        }
+        _ => "SELECT id, routing_version FROM customers WHERE id IN (SELECT value FROM json_each(?))",
+    };
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [customers.into()])).await?;
+    rows.iter().map(|row| Ok((row.try_get::<String>("", "id")?, row.try_get::<i64>("", "routing_version")?))).collect()
 }
 
 /// Subscriptions whose current or previous secret is not sealed yet.
