@@ -74,10 +74,9 @@ impl MigrationTrait for Migration {
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         let drops: &[&str] = match m.get_database_backend() {
-            DbBackend::Postgres => &[
-                "DROP TRIGGER subscriptions_routing ON subscriptions",
-                "DROP FUNCTION herald_subscriptions_changed()",
-            ],
+            DbBackend::Postgres => {
+                &["DROP TRIGGER subscriptions_routing ON subscriptions", "DROP FUNCTION herald_subscriptions_changed()"]
+            }
             _ => &[
                 "DROP TRIGGER subscriptions_routing_insert",
                 "DROP TRIGGER subscriptions_routing_update",

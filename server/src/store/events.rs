@@ -82,7 +82,8 @@ pub async fn insert_with_messages(
         return Ok(ids.into_iter().collect());
     }
     let txn = db.begin().await?;
-    let still = Statement::from_sql_and_values(DbBackend::Sqlite, SQLITE_STILL_ROUTED, [customers.into(), endpoints.into()]);
+    let still =
+        Statement::from_sql_and_values(DbBackend::Sqlite, SQLITE_STILL_ROUTED, [customers.into(), endpoints.into()]);
     let still = txn.query_one_raw(still).await?.map(|row| row.try_get::<bool>("", "still")).transpose()?;
     if still != Some(true) {
         txn.rollback().await?;
