@@ -78,7 +78,7 @@ impl Intake {
 async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
     let routes = Arc::new(Routes::default());
-    let mut writers = Writers::for_database(&parts.db);
+    let mut writers = Writers::one();
     let mut held: Option<Request> = None;
     loop {
         writers.room().await;
