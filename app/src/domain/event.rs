@@ -206,6 +206,16 @@ mod tests {
         base
     }
 
+    /// The worker sends the stored payload (`to_json().to_string()`) as the structured body.
+    #[test]
+    fn the_stored_form_read_back_is_the_structured_body_byte_for_byte() {
+        let raw = event(json!({"data": {"z": 1.5, "a": [1e-7, -0.0, 12345678901234567890u64], "s": "\u{2028}é\"\n"}}));
+        let ce = CloudEvent::parse(raw, "").expect("valid");
+        let stored = ce.to_json().to_string();
+        let read_back = CloudEvent::from_stored(serde_json::from_str(&stored).unwrap()).unwrap();
+        assert_eq!(read_back.structured_body(), stored.as_bytes());
+    }
+
     fn fields(result: Result<CloudEvent, Vec<FieldError>>) -> Vec<String> {
         result.unwrap_err().into_iter().map(|e| e.field).collect()
     }

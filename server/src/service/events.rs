@@ -1,6 +1,9 @@
 //! Publishing: parsing, who may publish for whom, and the test event. The
 //! events and their messages are written by the intake (group commit).
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use app::domain::dto;
 use app::domain::errors::FieldError;
 
@@ -122,9 +125,50 @@ pub(super) fn pending_message(
 }
 
 /// The subscription's stored policy (validated when it was saved).
-pub fn policy_of(sub: &subscription::Model) -> RetryPolicy {
-    serde_json::from_str(&sub.retry_policy)
-        .ok()
-        .and_then(|v| RetryPolicy::parse(&v, "retry_policy").ok())
-        .unwrap_or_else(RetryPolicy::default_policy)
+pub fn policy_of(sub: &subscription::Model) -> Arc<RetryPolicy> {
+    stored_policy(&sub.retry_policy)
+}
+
+fn stored_policy(text: &str) -> Arc<RetryPolicy> {
+    if let Some(policy) = POLICIES.lock().expect("policies lock").get(text) {
+        return policy.clone();
+    }
+    let policy = Arc::new(
+        serde_json::from_str(text)
+            .ok()
+            .and_then(|v| RetryPolicy::parse(&v, "retry_policy").ok())
+            .unwrap_or_else(RetryPolicy::default_policy),
+    );
+    let mut known = POLICIES.lock().expect("policies lock");
+    if known.len() >= MAX_POLICIES {
+        known.clear();
+    }
+    known.insert(text.to_string(), policy.clone());
+    policy
+}
+
+/// The retry policies read so far, by their stored text. Every publish and every
+/// delivery needs its subscription's policy; reading the JSON each time cost more
+/// than this lookup. Few distinct texts exist (presets, mostly); past the bound
+/// the map starts over.
+static POLICIES: LazyLock<Mutex<HashMap<String, Arc<RetryPolicy>>>> = LazyLock::new(Default::default);
+const MAX_POLICIES: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use app::domain::policy::{Preset, Schedule};
+
+    use super::stored_policy;
+
+    #[test]
+    fn a_stored_policy_is_read_once_per_text() {
+        let workfront = r#""workfront""#;
+        let first = stored_policy(workfront);
+        assert_eq!(first.schedule, Schedule::Preset(Preset::Workfront));
+        assert!(Arc::ptr_eq(&first, &stored_policy(workfront)), "the second reading is the first's");
+        let other = stored_policy(r#"{"kind":"exponential","min_delay_secs":1,"max_delay_secs":60}"#);
+        assert_eq!(other.schedule, Schedule::Exponential { min_delay_secs: 1, max_delay_secs: 60 });
+    }
 }

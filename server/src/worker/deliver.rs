@@ -1,7 +1,6 @@
 //! One claimed message, from its circuit's gate to its recorded outcome.
 
 use app::domain::breaker::Gate;
-use app::domain::event::CloudEvent;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
 use app::domain::target::TargetUrl;
@@ -56,12 +55,11 @@ impl Worker {
                 }
             }
         }
-        let Some(ce) = serde_json::from_str(&event.payload).ok().and_then(CloudEvent::from_stored) else {
+        let started_at = now;
+        let Some(outgoing) = request::build(sub, &self.state.sealer, &event.payload, &msg.id, started_at) else {
             tracing::error!(message_id = %msg.id, "the stored event is unreadable");
             return;
         };
-        let started_at = now;
-        let outgoing = request::build(sub, &self.state.sealer, &ce, &msg.id, started_at);
         let request_headers = outgoing.headers.clone();
         let received = if self.literal_target_blocked(&sub.url) {
             Received {

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, HashSet};
 use app::domain::breaker::{Circuit, Transition};
 use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
-use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::decide::Decision;
@@ -117,9 +116,11 @@ async fn commit_batch(state: AppState, batch: Vec<Pending>) {
     metrics::histogram!("herald_record_batch_size").record(size as f64);
 }
 
+/// The headers as a JSON object, keys in order, the last of a repeated name kept (as a
+/// `serde_json::Map` would have it, without building one).
 fn headers_json(headers: &[(String, String)]) -> String {
-    let map: Map<String, Value> = headers.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    Value::Object(map).to_string()
+    let map: BTreeMap<&str, &str> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    serde_json::to_string(&map).expect("strings serialize to JSON")
 }
 
 fn attempt_row(r: &AttemptRecord) -> attempt::Model {

@@ -28,15 +28,18 @@ fn signing_keys(sub: &subscription::Model, sealer: &Sealer, now_ms: i64) -> Vec<
         .collect()
 }
 
+/// The request for a stored event (`payload`, as the publish stored it); `None`
+/// when the binary mode cannot read it back.
 pub fn build(
     sub: &subscription::Model,
     sealer: &Sealer,
-    event: &CloudEvent,
+    payload: &str,
     message_id: &str,
     now_ms: i64,
-) -> Outgoing {
+) -> Option<Outgoing> {
     let (mut headers, body) = match ContentMode::parse(&sub.content_mode) {
         Some(ContentMode::Binary) => {
+            let event = serde_json::from_str(payload).ok().and_then(CloudEvent::from_stored)?;
             let binary = event.binary();
             let mut headers = binary.headers;
             if !binary.content_type.is_empty() {
@@ -44,7 +47,9 @@ pub fn build(
             }
             (headers, binary.body)
         }
-        _ => (vec![("content-type".into(), "application/cloudevents+json".into())], event.structured_body()),
+        // The stored payload is the event serialized as `CloudEvent::structured_body` does it:
+        // sent as it is, without reading it back and writing it again.
+        _ => (vec![("content-type".into(), "application/cloudevents+json".into())], payload.as_bytes().to_vec()),
     };
     let timestamp = now_ms.div_euclid(1000);
     let keys = signing_keys(sub, sealer, now_ms);
@@ -52,5 +57,5 @@ pub fn build(
     headers.push(("webhook-id".into(), message_id.to_string()));
     headers.push(("webhook-timestamp".into(), timestamp.to_string()));
     headers.push(("webhook-signature".into(), signature));
-    Outgoing { url: sub.url.clone(), headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) }
+    Some(Outgoing { url: sub.url.clone(), headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
 }
