@@ -8,19 +8,22 @@ use herald::{Application, Settings, store, telemetry};
 use tokio::sync::watch;
 
 // Herald allocates many small short-lived buffers per request; in the profile glibc's
-// malloc and free took about a seventh of the process's time.
+// malloc and free took about a seventh of the process's time. mimalloc's v2 line, not v3:
+// with the same work v3 held more memory (peak RSS 73-79 MB against 57 MB, wrk + nginx on
+// PostgreSQL) and delivered no faster.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `mi_option_purge_delay` in the enum of the mimalloc release that libmimalloc-sys builds
-/// (c_src/mimalloc/v3/include/mimalloc.h); the crate's bindings predate the option's name.
+/// (c_src/mimalloc/v2/include/mimalloc.h, the same in v3); the crate's bindings predate the option's name.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Freed pages go back to the system at once instead of a second later. Under load that delay kept
-/// freed buffers resident: herald-bench's backlog run peaked at 162 MB with it and 130 MB without.
-/// Returning them costs throughput, though (wrk + nginx, one subscription: about a fifth less than
-/// with the delay), so a machine with memory to spare may set mimalloc's own `MIMALLOC_PURGE_DELAY`
-/// (milliseconds), which is then left alone.
+/// Freed pages go back to the system at once instead of 10 ms later (mimalloc 2's default). Under
+/// load any delay keeps freed buffers resident: herald-bench's backlog run peaked at 117 MB without
+/// one, 153 MB with 50 ms and 159 MB with 250 ms. Returning them costs throughput, though (wrk + nginx,
+/// one subscription on PostgreSQL: 0.077 of the raw limit without a delay, 0.091 with 250 ms), so a
+/// machine with memory to spare may set mimalloc's own `MIMALLOC_PURGE_DELAY` (milliseconds), which
+/// is then left alone.
 fn return_freed_memory_at_once() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
@@ -114,11 +117,7 @@ mod tests {
         let get = || unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
         match std::env::var("MIMALLOC_PURGE_DELAY").ok().and_then(|v| v.parse::<i64>().ok()) {
             None => {
-                assert_eq!(
-                    get(),
-                    1000,
-                    "mimalloc's purge delay defaults to 1000 ms; another value means the enum moved"
-                );
+                assert_eq!(get(), 10, "mimalloc 2's purge delay defaults to 10 ms; another value means the enum moved");
                 return_freed_memory_at_once();
                 assert_eq!(get(), 0);
             }

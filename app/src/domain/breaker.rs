@@ -145,6 +145,21 @@ pub enum Gate {
     Hold,
 }
 
+impl Gate {
+    /// The gate of a circuit in `state` whose next probe is due at `next_probe_at`:
+    /// it needs neither the counts nor the window.
+    pub fn of(state: EndpointState, next_probe_at: Option<i64>, now_ms: i64) -> Gate {
+        match state {
+            EndpointState::Closed => Gate::Send,
+            EndpointState::Locked => Gate::Hold,
+            EndpointState::Disabled => match next_probe_at {
+                Some(until_ms) if until_ms > now_ms => Gate::Defer { until_ms },
+                _ => Gate::Probe,
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transition {
     pub from: EndpointState,
@@ -171,14 +186,7 @@ impl Circuit {
     }
 
     pub fn gate(&self, now_ms: i64) -> Gate {
-        match self.state {
-            EndpointState::Closed => Gate::Send,
-            EndpointState::Locked => Gate::Hold,
-            EndpointState::Disabled => match self.next_probe_at {
-                Some(until_ms) if until_ms > now_ms => Gate::Defer { until_ms },
-                _ => Gate::Probe,
-            },
-        }
+        Gate::of(self.state, self.next_probe_at, now_ms)
     }
 
     /// Reserves the probe: when the gate is Probe, moves next_probe_at to now + probe_ms (so concurrent

@@ -18,13 +18,12 @@ use app::domain::states::MessageState;
 use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
-use super::events::{pending_message, policy_of};
-use super::routes::{Route, Routes, routed_by};
-use super::subscriptions::matches;
+use super::events::pending_message;
+use super::routes::{Route, Routes, Target, routed_by};
 use super::{Result, ServiceError};
 use crate::clock::SharedClock;
 use crate::ids::new_id;
-use crate::store::endpoints::circuit_of;
+use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::writers::Writers;
 use crate::store::{events, messages, notify};
@@ -184,11 +183,12 @@ async fn write_routed(
     let now = parts.clock.now_ms();
     // A subscription deleted after this routing was checked by the write (READ COMMITTED)
     // leaves messages that its lane ends unattempted.
-    let targets = routing.iter().flat_map(|route| route.targets.iter());
+    let targets_of: HashMap<&str, &[Target]> =
+        routing.iter().map(|route| (route.customer_id.as_str(), route.targets.as_slice())).collect();
     let handing = parts.handoff.is_open();
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
-    let mut rows: Vec<event::Model> = Vec::new();
+    let mut rows: Vec<Arc<event::Model>> = Vec::new();
     let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
     let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
     for (customer_id, batch) in work {
@@ -201,7 +201,7 @@ async fn write_routed(
             }
             first_of.insert(key, rows.len());
             request_entries.push(Entry::Row(rows.len()));
-            rows.push(event::Model {
+            rows.push(Arc::new(event::Model {
                 id: new_id("evt"),
                 customer_id: customer_id.clone(),
                 source: ce.source().to_string(),
@@ -209,7 +209,7 @@ async fn write_routed(
                 event_type: ce.event_type().to_string(),
                 payload: ce.to_json().to_string(),
                 created_at: now,
-            });
+            }));
         }
         entries.push(request_entries);
     }
@@ -222,14 +222,13 @@ async fn write_routed(
     let mut handed: Vec<(usize, Handed)> = Vec::new();
     for (i, row) in rows.iter().enumerate() {
         let mut ids = Vec::new();
-        let matching = targets
-            .clone()
-            .filter(|(s, _)| s.customer_id == row.customer_id && matches(&s.event_types, &row.event_type));
-        for (sub, endpoint) in matching {
+        let targets = targets_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
+        for target in targets.iter().filter(|t| t.accepts(&row.event_type)) {
+            let sub = &target.subscription;
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
-            msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
+            msg.expires_at = now + target.policy.ttl_secs as i64 * 1000;
             ids.push(msg.id.clone());
-            let open = endpoint.as_ref().filter(|e| handing && circuit_of(e).gate(now) == Gate::Send);
+            let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
             if let Some(one) = open.and_then(|e| hand_over(parts, e, sub, row, &mut msg, now, token)) {
                 handed.push((i, one));
             }
@@ -238,7 +237,7 @@ async fn write_routed(
         message_ids.push(ids);
     }
 
-    let mut by_key: Vec<&event::Model> = rows.iter().collect();
+    let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
     by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
     let Some(inserted) = events::insert_with_messages(&parts.db, &by_key, &new_messages, &routed_by(routing)).await?
     else {
@@ -302,9 +301,9 @@ async fn write_routed(
 /// endpoint's circuit is closed).
 fn hand_over(
     parts: &IntakeParts,
-    endpoint: &endpoint::Model,
-    sub: &subscription::Model,
-    row: &event::Model,
+    endpoint: &Arc<endpoint::Model>,
+    sub: &Arc<subscription::Model>,
+    row: &Arc<event::Model>,
     msg: &mut message::Model,
     now: i64,
     token: i64,
@@ -315,9 +314,9 @@ fn hand_over(
     msg.lease_token = Some(token);
     let job = Job {
         message: msg.clone(),
-        subscription: Some(sub.clone()),
-        event: Some(row.clone()),
-        endpoint: Some(endpoint.clone()),
+        subscription: Some(Arc::clone(sub)),
+        event: Some(Arc::clone(row)),
+        endpoint: Some(Arc::clone(endpoint)),
     };
     Some(match reserved {
         Reserved::Place(place) => Handed::Start(Ready { job, place }),

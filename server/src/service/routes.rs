@@ -12,6 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use sea_orm::{ConnectionTrait, DbErr};
 
+use app::domain::policy::RetryPolicy;
+
+use super::events::policy_of;
+use super::subscriptions::event_types;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
 use crate::store::subscriptions;
@@ -20,8 +24,31 @@ use crate::store::subscriptions;
 const MAX_CUSTOMERS: usize = 10_000;
 
 /// A subscription an event may be sent through, with its endpoint (`None`
-/// only if the endpoint row is missing).
-pub type Target = (subscription::Model, Option<endpoint::Model>);
+/// only if the endpoint row is missing), read once for every publish that
+/// routes with it: its event types and retry policy parsed, the rows shared
+/// with the messages handed to the lane.
+pub struct Target {
+    pub subscription: Arc<subscription::Model>,
+    pub endpoint: Option<Arc<endpoint::Model>>,
+    pub policy: Arc<RetryPolicy>,
+    event_types: Vec<String>,
+}
+
+impl Target {
+    pub fn new(subscription: subscription::Model, endpoint: Option<endpoint::Model>) -> Target {
+        Target {
+            event_types: event_types(&subscription.event_types),
+            policy: policy_of(&subscription),
+            subscription: Arc::new(subscription),
+            endpoint: endpoint.map(Arc::new),
+        }
+    }
+
+    /// Whether events of this type go to the subscription.
+    pub fn accepts(&self, event_type: &str) -> bool {
+        self.event_types.iter().any(|t| t == "*" || t == event_type)
+    }
+}
 
 /// One customer's routing as read at `version` (`None`: no such customer,
 /// nothing to check and nothing kept).
@@ -58,8 +85,8 @@ impl Routes {
         // beside newer subscriptions, which the write's check refuses, never the reverse.
         let versions = subscriptions::routing_versions(db, &missing).await?;
         let mut targets: HashMap<String, Vec<Target>> = HashMap::new();
-        for target in subscriptions::active_with_endpoints(db, &missing).await? {
-            targets.entry(target.0.customer_id.clone()).or_default().push(target);
+        for (subscription, endpoint) in subscriptions::active_with_endpoints(db, &missing).await? {
+            targets.entry(subscription.customer_id.clone()).or_default().push(Target::new(subscription, endpoint));
         }
         let read: Vec<Arc<Route>> = missing
             .into_iter()
@@ -97,11 +124,45 @@ pub fn routed_by(routes: &[Arc<Route>]) -> Routed {
         if let Some(version) = route.version {
             routed.customers.push(RoutedCustomer { id: route.customer_id.clone(), routing_version: version });
         }
-        for endpoint in route.targets.iter().filter_map(|(_, e)| e.as_ref()) {
+        for endpoint in route.targets.iter().filter_map(|t| t.endpoint.as_ref()) {
             routed.endpoints.push(RoutedEndpoint { id: endpoint.id.clone(), state: endpoint.state.clone() });
         }
     }
     routed.endpoints.sort_by(|a, b| a.id.cmp(&b.id));
     routed.endpoints.dedup_by(|a, b| a.id == b.id);
     routed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscription(event_types: &str) -> subscription::Model {
+        subscription::Model {
+            id: "sub_1".into(),
+            customer_id: "cus_1".into(),
+            name: "s".into(),
+            url: "https://example.com/hook".into(),
+            endpoint_id: "ep_1".into(),
+            event_types: event_types.into(),
+            retry_policy: "{}".into(),
+            timeout_ms: 5_000,
+            content_mode: "structured".into(),
+            status: "active".into(),
+            secret: String::new(),
+            previous_secret: None,
+            previous_secret_expires_at: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_target_accepts_the_types_its_subscription_lists() {
+        let listed = Target::new(subscription(r#"["order.created","order.paid"]"#), None);
+        assert!(listed.accepts("order.paid"));
+        assert!(!listed.accepts("order.refunded"));
+        assert!(Target::new(subscription(r#"["*"]"#), None).accepts("anything"));
+        assert!(!Target::new(subscription("not json"), None).accepts("order.paid"));
+    }
 }

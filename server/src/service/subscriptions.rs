@@ -243,8 +243,7 @@ pub async fn seal_plaintext_secrets(state: &AppState) -> Result<()> {
 }
 
 /// Whether a subscription wants this event type.
-pub fn matches(event_types_json: &str, event_type: &str) -> bool {
-    serde_json::from_str::<Vec<String>>(event_types_json)
-        .map(|types| types.iter().any(|t| t == "*" || t == event_type))
-        .unwrap_or(false)
+/// The event types a subscription stored as JSON; none when unreadable.
+pub fn event_types(event_types_json: &str) -> Vec<String> {
+    serde_json::from_str(event_types_json).unwrap_or_default()
 }

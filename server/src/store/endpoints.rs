@@ -1,4 +1,4 @@
-use app::domain::breaker::{Circuit, Window};
+use app::domain::breaker::{Circuit, Gate, Window};
 use app::domain::states::EndpointState;
 use sea_orm::sea_query::Expr;
 use std::sync::LazyLock;
@@ -71,6 +71,12 @@ pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Ve
         return Ok(Vec::new());
     }
     Endpoints::find().filter(Column::Id.is_in(ids)).order_by_asc(Column::Id).lock_exclusive().all(db).await
+}
+
+/// The endpoint's gate, read from its state alone (its window stays unparsed).
+pub fn gate_of(row: &endpoint::Model, now_ms: i64) -> Gate {
+    let state = EndpointState::parse(&row.state).unwrap_or(EndpointState::Closed);
+    Gate::of(state, row.next_probe_at, now_ms)
 }
 
 pub fn circuit_of(row: &endpoint::Model) -> Circuit {
@@ -175,4 +181,34 @@ pub async fn take_probe(db: &impl ConnectionTrait, id: &str, now_ms: i64, probe_
         .exec(db)
         .await?;
     Ok(result.rows_affected == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(state: &str, next_probe_at: Option<i64>) -> endpoint::Model {
+        endpoint::Model {
+            id: "ep_1".into(),
+            customer_id: "cus_1".into(),
+            url: "https://example.com/hook".into(),
+            state: state.into(),
+            consecutive_failures: 3,
+            window_buckets: "not json".into(),
+            last_success_at: None,
+            last_failure_at: Some(5),
+            next_probe_at,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn the_gate_read_from_the_state_alone_is_the_circuits_gate() {
+        for (state, probe) in [("closed", None), ("locked", None), ("disabled", Some(2_000)), ("disabled", Some(500))] {
+            let row = row(state, probe);
+            assert_eq!(gate_of(&row, 1_000), circuit_of(&row).gate(1_000), "{state} {probe:?}");
+        }
+        assert_eq!(gate_of(&row("disabled", Some(2_000)), 1_000), Gate::Defer { until_ms: 2_000 });
+    }
 }

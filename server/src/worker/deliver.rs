@@ -1,5 +1,7 @@
 //! One claimed message, from its circuit's gate to its recorded outcome.
 
+use std::sync::Arc;
+
 use app::domain::breaker::Gate;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
@@ -12,16 +14,16 @@ use super::http::{Received, send};
 use super::record::AttemptRecord;
 use super::request;
 use crate::service::events::policy_of;
-use crate::store::endpoints::{circuit_of, take_probe};
+use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::{self, Finish, Lane};
 
 /// A claimed message with what is needed to send it.
 pub struct Job {
     pub message: message::Model,
-    pub subscription: Option<subscription::Model>,
-    pub event: Option<event::Model>,
-    pub endpoint: Option<endpoint::Model>,
+    pub subscription: Option<Arc<subscription::Model>>,
+    pub event: Option<Arc<event::Model>>,
+    pub endpoint: Option<Arc<endpoint::Model>>,
 }
 
 /// Why a message goes back without an attempt.
@@ -109,7 +111,7 @@ impl Worker {
     /// `None` when the message may be sent now (normally, or as the probe).
     async fn pass_gate(&self, endpoint: &endpoint::Model, now: i64) -> Result<Option<Release>, sea_orm::DbErr> {
         let probe_ms = self.state.settings.breaker.config().probe_ms;
-        Ok(match circuit_of(endpoint).gate(now) {
+        Ok(match gate_of(endpoint, now) {
             Gate::Send => None,
             Gate::Hold => Some(Release::Hold),
             Gate::Defer { until_ms } => Some(Release::DeferUntil(until_ms)),

@@ -358,15 +358,18 @@ impl Worker {
             ids
         };
         let db = &self.state.db;
-        let subs: HashMap<String, subscription::Model> = subscriptions::by_ids(db, ids(|m| &m.subscription_id))
+        let subs: HashMap<String, Arc<subscription::Model>> = subscriptions::by_ids(db, ids(|m| &m.subscription_id))
             .await?
             .into_iter()
-            .map(|s| (s.id.clone(), s))
+            .map(|s| (s.id.clone(), Arc::new(s)))
             .collect();
-        let evts: HashMap<String, event::Model> =
-            events::by_ids(db, ids(|m| &m.event_id)).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
-        let eps: HashMap<String, endpoint::Model> =
-            endpoints::by_ids(db, ids(|m| &m.endpoint_id)).await?.into_iter().map(|e| (e.id.clone(), e)).collect();
+        let evts: HashMap<String, Arc<event::Model>> =
+            events::by_ids(db, ids(|m| &m.event_id)).await?.into_iter().map(|e| (e.id.clone(), Arc::new(e))).collect();
+        let eps: HashMap<String, Arc<endpoint::Model>> = endpoints::by_ids(db, ids(|m| &m.endpoint_id))
+            .await?
+            .into_iter()
+            .map(|e| (e.id.clone(), Arc::new(e)))
+            .collect();
         Ok(claimed
             .into_iter()
             .map(|message| Job {
