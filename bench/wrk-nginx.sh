@@ -36,8 +36,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 NGINX_PORT=$(free_port)
 HERALD_PORT=$(free_port)
 cleanup() {
-    [[ -f $WORK/nginx.pid ]] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
-    [[ -n ${HERALD_PID:-} ]] && kill "$HERALD_PID" 2>/dev/null || true
+    if [[ -f $WORK/nginx.pid ]]; then kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true; fi
+    if [[ -n ${HERALD_PID:-} ]]; then kill "$HERALD_PID" 2>/dev/null || true; fi
     wait 2>/dev/null || true
     if [[ -n ${PG_DB:-} ]]; then psql "$DATABASE_URL" -qc "DROP DATABASE IF EXISTS $PG_DB WITH (FORCE)" >/dev/null 2>&1 || true; fi
     rm -rf "$WORK"
@@ -136,14 +136,15 @@ last=-1
 for _ in $(seq 120); do
     kill -USR1 "$(cat "$WORK/nginx.pid")" # reopen logs: flushes the buffer
     sleep 1
-    now=$(cat "$WORK/hook.log" 2>/dev/null | wc -l)
+    now=0
+    if [[ -f $WORK/hook.log ]]; then now=$(wc -l <"$WORK/hook.log"); fi
     [[ $now -ge $EXPECTED || $now -eq $last ]] && break
     last=$now
 done
 kill -USR1 "$(cat "$WORK/nginx.pid")"; sleep 1
 CPU_AFTER=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
 TICKS=$(getconf CLK_TCK)
-python3 - "$WORK/hook.log" "$RAW" "$EXPECTED" "$(((CPU_AFTER - CPU_BEFORE)))" "$TICKS" "$HERALD_PID" <<'EOF'
+python3 - "$WORK/hook.log" "$RAW" "$EXPECTED" "$((CPU_AFTER - CPU_BEFORE))" "$TICKS" "$HERALD_PID" <<'EOF'
 import sys
 log, raw, expected, cpu, ticks, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
 times = sorted(float(line.split()[0]) for line in open(log))
