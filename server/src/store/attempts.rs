@@ -1,8 +1,5 @@
 use sea_orm::sea_query::{Alias, Expr, ExprTrait};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use super::entities::attempt::{self, Column, Entity as Attempts};
 
@@ -34,11 +31,7 @@ pub async fn per_minute(
 }
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -> Result<(), DbErr> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let rows = rows.into_iter().map(|row| row.into_active_model().reset_all());
-    Attempts::insert_many(rows).exec_without_returning(db).await.map(|_| ())
+    super::bulk::insert(db, &rows).await
 }
 
 /// The columns of an attempt row, as a batch carries them (see [`super::recordset`]).

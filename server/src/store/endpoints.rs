@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Statement,
+    QueryFilter, QueryOrder, QuerySelect, Statement, Value,
 };
 
 use super::entities::endpoint::{self, Column, Entity as Endpoints};
@@ -99,11 +99,9 @@ pub async fn save_circuits(
     if circuits.is_empty() {
         return Ok(());
     }
-    if db.get_database_backend() != DbBackend::Postgres || circuits.len() == 1 {
-        for (id, circuit) in circuits {
-            save_circuit(db, id, circuit, now_ms).await?;
-        }
-        return Ok(());
+    if circuits.len() == 1 {
+        let (id, circuit) = &circuits[0];
+        return save_circuit(db, id, circuit, now_ms).await;
     }
     let rows: Vec<CircuitRow> = circuits
         .iter()
@@ -117,9 +115,38 @@ pub async fn save_circuits(
             next_probe_at: c.next_probe_at,
         })
         .collect();
-    let values = [recordset::json(&rows).into(), now_ms.into()];
-    db.execute_raw(Statement::from_sql_and_values(DbBackend::Postgres, SAVE_CIRCUITS.as_str(), values)).await?;
+    let (sql, values) = match db.get_database_backend() {
+        DbBackend::Postgres => (SAVE_CIRCUITS.clone(), vec![recordset::json(&rows).into(), now_ms.into()]),
+        _ => sqlite_save_circuits(&rows, now_ms),
+    };
+    db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values)).await?;
     Ok(())
+}
+
+/// [`SAVE_CIRCUITS`] on SQLite: the rows as `VALUES`, whose columns are column1, column2, …
+/// in the order of [`CIRCUIT_COLUMNS`].
+fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>) {
+    let mut values: Vec<Value> = vec![now_ms.into()];
+    for r in rows {
+        values.extend([
+            r.id.into(),
+            r.state.into(),
+            r.consecutive_failures.into(),
+            r.window_buckets.clone().into(),
+            r.last_success_at.into(),
+            r.last_failure_at.into(),
+            r.next_probe_at.into(),
+        ]);
+    }
+    let row = format!("({})", vec!["?"; CIRCUIT_COLUMNS.len()].join(", "));
+    let sql = format!(
+        "UPDATE endpoints SET updated_at = ?, state = c.column2, consecutive_failures = c.column3, \
+           window_buckets = c.column4, last_success_at = c.column5, last_failure_at = c.column6, \
+           next_probe_at = c.column7 \
+         FROM (VALUES {}) AS c WHERE endpoints.id = c.column1",
+        vec![row; rows.len()].join(", ")
+    );
+    (sql, values)
 }
 
 #[derive(serde::Serialize)]

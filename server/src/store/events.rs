@@ -19,23 +19,6 @@ pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<
     Ok(matches!(result, TryInsertResult::Inserted(n) if n > 0))
 }
 
-/// Inserts the events whose `(customer, source, id)` is new; returns the ids of those inserted.
-pub async fn insert_new_many(db: &impl ConnectionTrait, rows: Vec<event::Model>) -> Result<HashSet<String>, DbErr> {
-    let mut inserted = HashSet::with_capacity(rows.len());
-    // In chunks: SQLite allows at most 32 766 bound values in one statement.
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        let chunk = chunk.iter().cloned().map(|row| row.into_active_model().reset_all());
-        let result = Events::insert_many(chunk)
-            .on_conflict_do_nothing_on([Column::CustomerId, Column::Source, Column::CeId])
-            .exec_with_returning_keys(db)
-            .await?;
-        if let TryInsertResult::Inserted(ids) = result {
-            inserted.extend(ids);
-        }
-    }
-    Ok(inserted)
-}
-
 /// What a publish batch was routed by, read before its write: the routing
 /// version of each customer (see migration m0005) and the state of each of
 /// their endpoints. The batch is stored only if its write finds them unchanged.
@@ -81,19 +64,66 @@ pub async fn insert_with_messages(
         // A NULL id says the routing changed.
         return Ok(ids.into_iter().collect());
     }
+    // On SQLite the routing check rides on the events' insert; only a batch
+    // that inserts nothing asks again, to tell repeated keys from a new routing.
     let txn = db.begin().await?;
-    let still =
-        Statement::from_sql_and_values(DbBackend::Sqlite, SQLITE_STILL_ROUTED, [customers.into(), endpoints.into()]);
-    let still = txn.query_one_raw(still).await?.map(|row| row.try_get::<bool>("", "still")).transpose()?;
-    if still != Some(true) {
+    let inserted = insert_new_many_if_routed(&txn, events, &customers, &endpoints).await?;
+    if inserted.is_empty() && !events.is_empty() && !sqlite_still_routed(&txn, customers, endpoints).await? {
         txn.rollback().await?;
         return Ok(None);
     }
-    let inserted = insert_new_many(&txn, events.iter().map(|&e| e.clone()).collect()).await?;
     let kept = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
     messages::insert_many(&txn, kept).await?;
     txn.commit().await?;
     Ok(Some(inserted))
+}
+
+/// SQLite: inserts the events whose key is new, provided the routing is still
+/// that of `customers` and `endpoints` (JSON, as [`Routed`] serializes); returns
+/// the ids inserted, none when the routing changed.
+async fn insert_new_many_if_routed(
+    db: &impl ConnectionTrait,
+    events: &[&event::Model],
+    customers: &str,
+    endpoints: &str,
+) -> Result<HashSet<String>, DbErr> {
+    let mut inserted = HashSet::with_capacity(events.len());
+    for chunk in events.chunks(INSERT_CHUNK) {
+        let mut values: Vec<sea_orm::Value> = Vec::with_capacity(chunk.len() * COLUMNS.len() + 2);
+        for e in chunk {
+            values.extend([
+                e.id.clone().into(),
+                e.customer_id.clone().into(),
+                e.source.clone().into(),
+                e.ce_id.clone().into(),
+                e.event_type.clone().into(),
+                e.payload.clone().into(),
+                e.created_at.into(),
+            ]);
+        }
+        values.extend([customers.into(), endpoints.into()]);
+        let row = format!("({})", vec!["?"; COLUMNS.len()].join(", "));
+        let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
+        // The WHERE also settles SQLite's reading of `ON CONFLICT` after a SELECT.
+        let sql = format!(
+            "INSERT INTO events ({}) SELECT {} FROM (VALUES {}) WHERE {SQLITE_STILL_ROUTED} \
+             ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id",
+            recordset::names(COLUMNS),
+            picked.join(", "),
+            vec![row; chunk.len()].join(", "),
+        );
+        for row in db.query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)).await? {
+            inserted.insert(row.try_get::<String>("", "id")?);
+        }
+    }
+    Ok(inserted)
+}
+
+async fn sqlite_still_routed(db: &impl ConnectionTrait, customers: String, endpoints: String) -> Result<bool, DbErr> {
+    let sql = format!("SELECT {SQLITE_STILL_ROUTED} AS still");
+    let still = Statement::from_sql_and_values(DbBackend::Sqlite, sql, [customers.into(), endpoints.into()]);
+    let still = db.query_one_raw(still).await?.map(|row| row.try_get::<bool>("", "still")).transpose()?;
+    Ok(still == Some(true))
 }
 
 /// True when the customers' routing versions and the endpoints' states are
@@ -108,13 +138,13 @@ fn still_routed(customers: &str, endpoints: &str) -> String {
 }
 
 /// [`still_routed`] on SQLite, whose JSON parameters are read with `json_each`.
-const SQLITE_STILL_ROUTED: &str = "SELECT \
+const SQLITE_STILL_ROUTED: &str = "\
     NOT EXISTS (SELECT 1 FROM json_each(?) AS r LEFT JOIN customers \
       ON customers.id = json_extract(r.value, '$.id') \
       WHERE customers.routing_version IS NOT json_extract(r.value, '$.routing_version')) \
     AND NOT EXISTS (SELECT 1 FROM json_each(?) AS p LEFT JOIN endpoints \
       ON endpoints.id = json_extract(p.value, '$.id') \
-      WHERE endpoints.state IS NOT json_extract(p.value, '$.state')) AS still";
+      WHERE endpoints.state IS NOT json_extract(p.value, '$.state'))";
 
 /// The columns of an event row, as a batch carries them.
 pub const COLUMNS: recordset::Columns = &[

@@ -6,8 +6,7 @@ use std::sync::LazyLock;
 
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait,
 };
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
@@ -20,15 +19,7 @@ use super::page::PageRequest;
 use super::recordset;
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    // In chunks: SQLite allows at most 32 766 bound values in one statement.
-    for chunk in rows.chunks(INSERT_CHUNK) {
-        let chunk = chunk.iter().cloned().map(|row| row.into_active_model().reset_all());
-        Messages::insert_many(chunk).exec_without_returning(db).await?;
-    }
-    Ok(())
+    super::bulk::insert(db, &rows).await
 }
 
 /// The columns of a message row, as a batch carries them (see [`super::recordset`]).
@@ -52,9 +43,6 @@ pub const COLUMNS: recordset::Columns = &[
     ("delivered_at", "int8"),
     ("last_status", "int4"),
 ];
-
-/// Rows per INSERT: 20 columns each stay well under SQLite's limit on bound values.
-const INSERT_CHUNK: usize = 500;
 
 pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<message::Model>, DbErr> {
     Messages::find_by_id(id.to_string()).one(db).await

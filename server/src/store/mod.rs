@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod attempts;
 pub mod audit;
+pub mod bulk;
 pub mod checkpoint;
 pub mod customers;
 pub mod endpoints;
@@ -31,6 +32,9 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, Sq
 /// in case the server or something between dropped it meanwhile.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
 
+/// Rows a SQLite statement hands over before waiting for them to be read.
+const SQLITE_ROW_BUFFER: usize = 1024;
+
 /// Opens the database named by `url`. SQLite runs in WAL mode with one writer
 /// connection; PostgreSQL gets a small pool. A connection is not pinged every
 /// time it is taken from the pool (sqlx's default): that doubled the round
@@ -43,6 +47,10 @@ pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
             opts.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
+                // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
+                // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
+                // until this side took one.
+                .row_buffer_size(SQLITE_ROW_BUFFER)
                 .foreign_keys(true)
                 // 16 MiB of pages in memory: enough for the hot index pages. A larger cache made
                 // every commit slower (SQLite walks the cache at the end of each write), and a
