@@ -7,37 +7,57 @@
 use std::fmt::Write;
 
 use sea_orm::{
-    ConnectionTrait, DbBackend, DbErr, EntityName, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement,
+    ConnectionTrait, DbBackend, DbErr, EntityName, EntityTrait, IdenStatic, Iterable, ModelTrait, Statement, Value,
 };
 
 /// Bound values per statement at most: SQLite allows 32 766.
 const MOST_VALUES: usize = 30_000;
 
+fn columns<M: ModelTrait>() -> Vec<<M::Entity as EntityTrait>::Column> {
+    <M::Entity as EntityTrait>::Column::iter().collect()
+}
+
+/// Rows of `M` per statement, so that its bound values stay within the limit
+/// (with a few to spare for a statement's own parameters).
+pub fn rows_per_statement<M: ModelTrait>() -> usize {
+    (MOST_VALUES / columns::<M>().len()).max(1)
+}
+
+/// `(?, ?, …), (?, ?, …)`: one row of placeholders per model, its columns in the
+/// entity's order, and the values they bind; PostgreSQL's are numbered from `$1`.
+pub fn values<'a, M: ModelTrait + 'a>(
+    backend: DbBackend,
+    rows: impl ExactSizeIterator<Item = &'a M>,
+) -> (String, Vec<Value>) {
+    let columns = columns::<M>();
+    let mut values = Vec::with_capacity(rows.len() * columns.len());
+    // "($12, " at most per value.
+    let mut sql = String::with_capacity(rows.len() * columns.len() * 8);
+    for (i, row) in rows.enumerate() {
+        sql.push_str(if i == 0 { "(" } else { ", (" });
+        for (j, column) in columns.iter().enumerate() {
+            if j > 0 {
+                sql.push_str(", ");
+            }
+            values.push(row.get(*column));
+            match backend {
+                DbBackend::Postgres => write!(sql, "${}", values.len()).expect("writing to a String"),
+                _ => sql.push('?'),
+            }
+        }
+        sql.push(')');
+    }
+    (sql, values)
+}
+
 /// Inserts every row, in statements of as many rows as the bound values allow.
 pub async fn insert<M: ModelTrait>(db: &impl ConnectionTrait, rows: &[M]) -> Result<(), DbErr> {
-    let columns: Vec<<M::Entity as EntityTrait>::Column> = <M::Entity as EntityTrait>::Column::iter().collect();
-    let names: Vec<String> = columns.iter().map(|c| format!("\"{}\"", c.as_str())).collect();
-    let head = format!("INSERT INTO \"{}\" ({}) VALUES ", M::Entity::default().table_name(), names.join(", "));
+    let names: Vec<String> = columns::<M>().iter().map(|c| format!("\"{}\"", c.as_str())).collect();
+    let table = M::Entity::default().table_name().to_string();
     let backend = db.get_database_backend();
-    for chunk in rows.chunks((MOST_VALUES / columns.len()).max(1)) {
-        let mut values = Vec::with_capacity(chunk.len() * columns.len());
-        // "($12, " at most per value.
-        let mut sql = String::with_capacity(head.len() + chunk.len() * columns.len() * 8);
-        sql.push_str(&head);
-        for (i, row) in chunk.iter().enumerate() {
-            sql.push_str(if i == 0 { "(" } else { ", (" });
-            for (j, column) in columns.iter().enumerate() {
-                if j > 0 {
-                    sql.push_str(", ");
-                }
-                values.push(row.get(*column));
-                match backend {
-                    DbBackend::Postgres => write!(sql, "${}", values.len()).expect("writing to a String"),
-                    _ => sql.push('?'),
-                }
-            }
-            sql.push(')');
-        }
+    for chunk in rows.chunks(rows_per_statement::<M>()) {
+        let (rows, values) = values(backend, chunk.iter());
+        let sql = format!("INSERT INTO \"{table}\" ({}) VALUES {rows}", names.join(", "));
         db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
     }
     Ok(())

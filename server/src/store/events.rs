@@ -8,7 +8,7 @@ use sea_orm::{
 
 use super::entities::event::{self, Column, Entity as Events};
 use super::entities::message;
-use super::{messages, recordset};
+use super::{bulk, messages, recordset};
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
 pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<bool, DbErr> {
@@ -88,29 +88,16 @@ async fn insert_new_many_if_routed(
     endpoints: &str,
 ) -> Result<HashSet<String>, DbErr> {
     let mut inserted = HashSet::with_capacity(events.len());
-    for chunk in events.chunks(INSERT_CHUNK) {
-        let mut values: Vec<sea_orm::Value> = Vec::with_capacity(chunk.len() * COLUMNS.len() + 2);
-        for e in chunk {
-            values.extend([
-                e.id.clone().into(),
-                e.customer_id.clone().into(),
-                e.source.clone().into(),
-                e.ce_id.clone().into(),
-                e.event_type.clone().into(),
-                e.payload.clone().into(),
-                e.created_at.into(),
-            ]);
-        }
+    let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
+    for chunk in events.chunks(bulk::rows_per_statement::<event::Model>()) {
+        let (rows, mut values) = bulk::values(DbBackend::Sqlite, chunk.iter().copied());
         values.extend([customers.into(), endpoints.into()]);
-        let row = format!("({})", vec!["?"; COLUMNS.len()].join(", "));
-        let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
         // The WHERE also settles SQLite's reading of `ON CONFLICT` after a SELECT.
         let sql = format!(
-            "INSERT INTO events ({}) SELECT {} FROM (VALUES {}) WHERE {SQLITE_STILL_ROUTED} \
+            "INSERT INTO events ({}) SELECT {} FROM (VALUES {rows}) WHERE {SQLITE_STILL_ROUTED} \
              ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id",
             recordset::names(COLUMNS),
             picked.join(", "),
-            vec![row; chunk.len()].join(", "),
         );
         for row in db.query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)).await? {
             inserted.insert(row.try_get::<String>("", "id")?);
@@ -182,9 +169,6 @@ static PUBLISH: LazyLock<String> = LazyLock::new(|| {
         recordset::rows(messages::COLUMNS, 2, "m"),
     )
 });
-
-/// Rows per INSERT: 7 columns each stay well under SQLite's limit on bound values.
-const INSERT_CHUNK: usize = 1000;
 
 pub async fn find_by_key(
     db: &impl ConnectionTrait,
