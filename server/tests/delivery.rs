@@ -61,6 +61,43 @@ async fn events_arrive_signed_in_both_content_modes_with_the_message_id() {
     assert_eq!(app.deliver_fresh().await + app.deliver_retries().await, 0, "nothing is left to send");
 }
 
+/// Quotes, backslashes, braces, commas and the word NULL, in every kind of
+/// text a publish and a recorded attempt store.
+const AWKWARD: &str = r#"a "quoted" \ back\\slash, {NULL}, NULL; é"#;
+
+#[tokio::test]
+async fn awkward_text_is_stored_and_sent_as_published() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 5});
+    let subscription = json!({"name": AWKWARD, "url": rx.url, "event_types": ["*"], "retry_policy": policy});
+    app.subscribe(&key, subscription).await;
+    rx.answer_with(503, &[("x-note", AWKWARD)]);
+    let data = json!({"text": AWKWARD, "list": [AWKWARD, null, "NULL"], "nested": {"\\": "}{"}, "more": "é ✓ 😀"});
+    let event = json!({"specversion": "1.0", "id": AWKWARD, "source": AWKWARD, "type": AWKWARD, "data": data});
+    let (status, body) = app.post("/api/v1/events", &key, event).await;
+    assert_eq!(status, 202, "{body}");
+    let message_id = body["events"][0]["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.deliver_fresh().await, 1);
+    app.advance_secs(1.0);
+    assert_eq!(app.deliver_retries().await, 1);
+
+    let sent: Vec<Value> = rx.seen().iter().map(|r| serde_json::from_slice(&r.body).unwrap()).collect();
+    assert_eq!(sent.len(), 2);
+    for body in &sent {
+        assert_eq!((&body["id"], &body["source"], &body["type"]), (&json!(AWKWARD), &json!(AWKWARD), &json!(AWKWARD)));
+        assert_eq!(body["data"], data);
+    }
+    let detail = app.message(&key, &message_id).await;
+    assert_eq!(detail["event_type"], AWKWARD);
+    assert_eq!((&detail["event"]["id"], &detail["event"]["data"]), (&json!(AWKWARD), &data));
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0]["response_headers"]["x-note"], AWKWARD);
+    assert_eq!(attempts[1]["response_body"], "ok");
+}
+
 #[tokio::test]
 async fn failures_are_retried_on_schedule_until_delivered() {
     let app = TestApp::start().await;

@@ -2,6 +2,7 @@ use sea_orm::sea_query::{Alias, Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use super::entities::attempt::{self, Column, Entity as Attempts};
+use super::recordset::{Type, col, nullable};
 
 pub async fn for_message(db: &impl ConnectionTrait, message_id: &str) -> Result<Vec<attempt::Model>, DbErr> {
     Attempts::find().filter(Column::MessageId.eq(message_id)).order_by_asc(Column::Number).all(db).await
@@ -36,19 +37,19 @@ pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -
 
 /// The columns of an attempt row, as a batch carries them (see [`super::recordset`]).
 pub const COLUMNS: super::recordset::Columns = &[
-    ("id", "text"),
-    ("message_id", "text"),
-    ("customer_id", "text"),
-    ("number", "int4"),
-    ("started_at", "int8"),
-    ("duration_ms", "int8"),
-    ("status_code", "int4"),
-    ("error_kind", "text"),
-    ("error_detail", "text"),
-    ("outcome", "text"),
-    ("request_headers", "text"),
-    ("response_headers", "text"),
-    ("response_body", "text"),
+    col("id", Type::Text),
+    col("message_id", Type::Text),
+    col("customer_id", Type::Text),
+    col("number", Type::Int4),
+    col("started_at", Type::Int8),
+    col("duration_ms", Type::Int8),
+    nullable("status_code", Type::Int4),
+    nullable("error_kind", Type::Text),
+    nullable("error_detail", Type::Text),
+    col("outcome", Type::Text),
+    col("request_headers", Type::Text),
+    col("response_headers", Type::Text),
+    nullable("response_body", Type::Text),
 ];
 
 #[cfg(test)]

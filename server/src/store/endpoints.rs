@@ -10,7 +10,7 @@ use sea_orm::{
 
 use super::entities::endpoint::{self, Column, Entity as Endpoints};
 use super::page::PageRequest;
-use super::recordset;
+use super::recordset::{self, Type, col, nullable};
 
 /// The endpoint of `(customer, url)`, created closed when it does not exist yet.
 pub async fn get_or_create(db: &impl ConnectionTrait, row: endpoint::Model) -> Result<endpoint::Model, DbErr> {
@@ -116,7 +116,11 @@ pub async fn save_circuits(
         })
         .collect();
     let (sql, values) = match db.get_database_backend() {
-        DbBackend::Postgres => (SAVE_CIRCUITS.clone(), vec![recordset::json(&rows).into(), now_ms.into()]),
+        DbBackend::Postgres => {
+            let mut values = circuit_arrays(&rows);
+            values.push(now_ms.into());
+            (SAVE_CIRCUITS.clone(), values)
+        }
         _ => sqlite_save_circuits(&rows, now_ms),
     };
     db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values)).await?;
@@ -149,7 +153,21 @@ fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>
     (sql, values)
 }
 
-#[derive(serde::Serialize)]
+/// The circuits as the arrays of [`CIRCUIT_COLUMNS`].
+fn circuit_arrays(rows: &[CircuitRow]) -> Vec<Value> {
+    let mut arrays = recordset::Arrays::new(CIRCUIT_COLUMNS);
+    for r in rows {
+        arrays.push(r.id.into());
+        arrays.push(r.state.into());
+        arrays.push(r.consecutive_failures.into());
+        arrays.push(r.window_buckets.as_str().into());
+        arrays.push(r.last_success_at.into());
+        arrays.push(r.last_failure_at.into());
+        arrays.push(r.next_probe_at.into());
+    }
+    arrays.into_values()
+}
+
 struct CircuitRow<'a> {
     id: &'a str,
     state: &'a str,
@@ -161,21 +179,22 @@ struct CircuitRow<'a> {
 }
 
 const CIRCUIT_COLUMNS: recordset::Columns = &[
-    ("id", "text"),
-    ("state", "text"),
-    ("consecutive_failures", "int8"),
-    ("window_buckets", "text"),
-    ("last_success_at", "int8"),
-    ("last_failure_at", "int8"),
-    ("next_probe_at", "int8"),
+    col("id", Type::Text),
+    col("state", Type::Text),
+    col("consecutive_failures", Type::Int8),
+    col("window_buckets", Type::Text),
+    nullable("last_success_at", Type::Int8),
+    nullable("last_failure_at", Type::Int8),
+    nullable("next_probe_at", Type::Int8),
 ];
 
 static SAVE_CIRCUITS: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE endpoints SET state = c.state, consecutive_failures = c.consecutive_failures, \
            window_buckets = c.window_buckets, last_success_at = c.last_success_at, \
-           last_failure_at = c.last_failure_at, next_probe_at = c.next_probe_at, updated_at = $2 \
+           last_failure_at = c.last_failure_at, next_probe_at = c.next_probe_at, updated_at = ${} \
          FROM {} WHERE endpoints.id = c.id",
+        recordset::parameters(CIRCUIT_COLUMNS) + 1,
         recordset::rows(CIRCUIT_COLUMNS, 1, "c")
     )
 });

@@ -8,7 +8,8 @@ use sea_orm::{
 
 use super::entities::event::{self, Column, Entity as Events};
 use super::entities::message;
-use super::{bulk, messages, recordset};
+use super::recordset::{self, Arrays, Type, col};
+use super::{bulk, messages};
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
 pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<bool, DbErr> {
@@ -40,6 +41,25 @@ pub struct RoutedEndpoint {
     pub state: String,
 }
 
+impl Routed {
+    /// The parameters of [`still_routed`] on PostgreSQL: the customers' columns, then the endpoints'.
+    fn arrays(&self) -> Vec<sea_orm::Value> {
+        let mut customers = Arrays::new(ROUTED_CUSTOMER_COLUMNS);
+        for customer in &self.customers {
+            customers.push(customer.id.as_str().into());
+            customers.push(customer.routing_version.into());
+        }
+        let mut endpoints = Arrays::new(ROUTED_ENDPOINT_COLUMNS);
+        for endpoint in &self.endpoints {
+            endpoints.push(endpoint.id.as_str().into());
+            endpoints.push(endpoint.state.as_str().into());
+        }
+        let mut values = customers.into_values();
+        values.extend(endpoints.into_values());
+        values
+    }
+}
+
 /// Stores a publish batch atomically: the events whose `(customer, source, id)`
 /// is new, and the messages of those events (the others' are dropped). Returns
 /// the ids of the events inserted, or `None`, storing nothing, when the routing
@@ -52,18 +72,19 @@ pub async fn insert_with_messages(
     messages: &[message::Model],
     routed: &Routed,
 ) -> Result<Option<HashSet<String>>, DbErr> {
-    let customers = recordset::json(&routed.customers);
-    let endpoints = recordset::json(&routed.endpoints);
     if db.get_database_backend() == DbBackend::Postgres {
         // One statement, committed on its own: one round trip for the whole batch.
-        let values =
-            [recordset::json(events).into(), recordset::json(messages).into(), customers.into(), endpoints.into()];
+        let mut values = Arrays::of_models(COLUMNS, events.iter().copied());
+        values.extend(Arrays::of_models(messages::COLUMNS, messages));
+        values.extend(routed.arrays());
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, PUBLISH.as_str(), values);
         let rows = db.query_all_raw(statement).await?;
         let ids: Vec<Option<String>> = rows.iter().map(|row| row.try_get("", "id")).collect::<Result<_, _>>()?;
         // A NULL id says the routing changed.
         return Ok(ids.into_iter().collect());
     }
+    let customers = serde_json::to_string(&routed.customers).expect("strings serialize to JSON");
+    let endpoints = serde_json::to_string(&routed.endpoints).expect("strings serialize to JSON");
     // On SQLite the routing check rides on the events' insert; only a batch
     // that inserts nothing asks again, to tell repeated keys from a new routing.
     let txn = db.begin().await?;
@@ -135,26 +156,30 @@ const SQLITE_STILL_ROUTED: &str = "\
 
 /// The columns of an event row, as a batch carries them.
 pub const COLUMNS: recordset::Columns = &[
-    ("id", "text"),
-    ("customer_id", "text"),
-    ("source", "text"),
-    ("ce_id", "text"),
-    ("event_type", "text"),
-    ("payload", "text"),
-    ("created_at", "int8"),
+    col("id", Type::Text),
+    col("customer_id", Type::Text),
+    col("source", Type::Text),
+    col("ce_id", Type::Text),
+    col("event_type", Type::Text),
+    col("payload", Type::Text),
+    col("created_at", Type::Int8),
 ];
 
-const ROUTED_CUSTOMER_COLUMNS: recordset::Columns = &[("id", "text"), ("routing_version", "int8")];
-const ROUTED_ENDPOINT_COLUMNS: recordset::Columns = &[("id", "text"), ("state", "text")];
+const ROUTED_CUSTOMER_COLUMNS: recordset::Columns = &[col("id", Type::Text), col("routing_version", Type::Int8)];
+const ROUTED_ENDPOINT_COLUMNS: recordset::Columns = &[col("id", Type::Text), col("state", Type::Text)];
 
 /// The publish batch on PostgreSQL: the new events, then the messages of the
 /// events just inserted (a repeated key inserts neither); nothing, and one
 /// NULL row, when the routing changed.
 static PUBLISH: LazyLock<String> = LazyLock::new(|| {
     let (events, messages) = (recordset::names(COLUMNS), recordset::names(messages::COLUMNS));
+    // The parameters: the events' columns, the messages', the customers', the endpoints'.
+    let first_message = 1 + recordset::parameters(COLUMNS);
+    let first_customer = first_message + recordset::parameters(messages::COLUMNS);
+    let first_endpoint = first_customer + recordset::parameters(ROUTED_CUSTOMER_COLUMNS);
     let still = still_routed(
-        &recordset::rows(ROUTED_CUSTOMER_COLUMNS, 3, "r"),
-        &recordset::rows(ROUTED_ENDPOINT_COLUMNS, 4, "p"),
+        &recordset::rows(ROUTED_CUSTOMER_COLUMNS, first_customer, "r"),
+        &recordset::rows(ROUTED_ENDPOINT_COLUMNS, first_endpoint, "p"),
     );
     format!(
         "WITH routed AS (SELECT {still} AS still \
@@ -166,7 +191,7 @@ static PUBLISH: LazyLock<String> = LazyLock::new(|| {
            WHERE m.event_id IN (SELECT id FROM new_events) \
          ) SELECT id FROM new_events UNION ALL SELECT NULL FROM routed WHERE NOT still",
         recordset::rows(COLUMNS, 1, "e"),
-        recordset::rows(messages::COLUMNS, 2, "m"),
+        recordset::rows(messages::COLUMNS, first_message, "m"),
     )
 });
 

@@ -16,7 +16,7 @@ use migrations::{FRESH_LANE, RETRY_LANE};
 use super::entities::message::{self, Column, Entity as Messages};
 use super::entities::{attempt, endpoint};
 use super::page::PageRequest;
-use super::recordset;
+use super::recordset::{self, Arrays, Type, col, nullable};
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
     super::bulk::insert(db, &rows).await
@@ -24,24 +24,24 @@ pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -
 
 /// The columns of a message row, as a batch carries them (see [`super::recordset`]).
 pub const COLUMNS: recordset::Columns = &[
-    ("id", "text"),
-    ("customer_id", "text"),
-    ("event_id", "text"),
-    ("subscription_id", "text"),
-    ("endpoint_id", "text"),
-    ("event_type", "text"),
-    ("state", "text"),
-    ("dead_reason", "text"),
-    ("attempt_count", "int4"),
-    ("attempt_base", "int4"),
-    ("ttl_started_at", "int8"),
-    ("expires_at", "int8"),
-    ("next_attempt_at", "int8"),
-    ("lease_token", "int8"),
-    ("created_at", "int8"),
-    ("updated_at", "int8"),
-    ("delivered_at", "int8"),
-    ("last_status", "int4"),
+    col("id", Type::Text),
+    col("customer_id", Type::Text),
+    col("event_id", Type::Text),
+    col("subscription_id", Type::Text),
+    col("endpoint_id", Type::Text),
+    col("event_type", Type::Text),
+    col("state", Type::Text),
+    nullable("dead_reason", Type::Text),
+    col("attempt_count", Type::Int4),
+    col("attempt_base", Type::Int4),
+    col("ttl_started_at", Type::Int8),
+    col("expires_at", Type::Int8),
+    nullable("next_attempt_at", Type::Int8),
+    nullable("lease_token", Type::Int8),
+    col("created_at", Type::Int8),
+    col("updated_at", Type::Int8),
+    nullable("delivered_at", Type::Int8),
+    nullable("last_status", Type::Int4),
 ];
 
 pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<message::Model>, DbErr> {
@@ -304,56 +304,49 @@ pub async fn finish_recording(
     }
     // `db` is the recorder's transaction.
     db.execute_unprepared(super::PLAN_EACH_TIME).await?;
-    let ends: Vec<EndRow> = ends.iter().map(EndRow::from).collect();
-    let values = [recordset::json(&ends).into(), now_ms.into(), recordset::json(&attempts).into()];
+    let mut values = end_arrays(ends);
+    values.push(now_ms.into());
+    values.extend(Arrays::of_models(super::attempts::COLUMNS, &attempts));
     let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);
     db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<String>("", "id")).collect()
 }
 
-/// An attempt's end as the batch of [`finish_recording`] carries it.
-#[derive(serde::Serialize)]
-struct EndRow<'a> {
-    id: &'a str,
-    lease_token: i64,
-    state: &'a str,
-    dead_reason: Option<&'a str>,
-    next_attempt_at: Option<i64>,
-    delivered_at: Option<i64>,
-    last_status: Option<i32>,
-}
-
-impl<'a> From<&'a End> for EndRow<'a> {
-    fn from(end: &'a End) -> EndRow<'a> {
+/// The attempts' ends as the arrays of [`END_COLUMNS`].
+fn end_arrays(ends: &[End]) -> Vec<Value> {
+    let mut arrays = Arrays::new(END_COLUMNS);
+    for end in ends {
         let f = &end.finish;
-        EndRow {
-            id: &end.id,
-            lease_token: end.lease_token,
-            state: f.state.as_str(),
-            dead_reason: f.dead_reason,
-            next_attempt_at: f.next_attempt_at,
-            delivered_at: f.delivered_at,
-            last_status: f.last_status,
-        }
+        arrays.push(end.id.as_str().into());
+        arrays.push(end.lease_token.into());
+        arrays.push(f.state.as_str().into());
+        arrays.push(f.dead_reason.into());
+        arrays.push(f.next_attempt_at.into());
+        arrays.push(f.delivered_at.into());
+        arrays.push(f.last_status.into());
     }
+    arrays.into_values()
 }
 
+/// An attempt's end as the batch of [`finish_recording`] carries it.
 const END_COLUMNS: recordset::Columns = &[
-    ("id", "text"),
-    ("lease_token", "int8"),
-    ("state", "text"),
-    ("dead_reason", "text"),
-    ("next_attempt_at", "int8"),
-    ("delivered_at", "int8"),
-    ("last_status", "int4"),
+    col("id", Type::Text),
+    col("lease_token", Type::Int8),
+    col("state", Type::Text),
+    nullable("dead_reason", Type::Text),
+    nullable("next_attempt_at", Type::Int8),
+    nullable("delivered_at", Type::Int8),
+    nullable("last_status", Type::Int4),
 ];
 
+/// The parameters: the ends' columns, the time, the attempts' columns.
 static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
     let attempts = recordset::names(super::attempts::COLUMNS);
+    let now = recordset::parameters(END_COLUMNS) + 1;
     format!(
         "WITH moved AS ( \
            UPDATE messages SET state = e.state, dead_reason = e.dead_reason, next_attempt_at = e.next_attempt_at, \
              delivered_at = e.delivered_at, last_status = e.last_status, attempt_count = attempt_count + 1, \
-             lease_token = NULL, updated_at = $2 \
+             lease_token = NULL, updated_at = ${now} \
            FROM {} \
            WHERE messages.id = e.id AND messages.lease_token = e.lease_token AND messages.state = 'delivering' \
            RETURNING messages.id \
@@ -362,7 +355,7 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
            WHERE a.message_id IN (SELECT id FROM moved) \
          ) SELECT id FROM moved",
         recordset::rows(END_COLUMNS, 1, "e"),
-        recordset::rows(super::attempts::COLUMNS, 3, "a"),
+        recordset::rows(super::attempts::COLUMNS, now + 1, "a"),
     )
 });
 
