@@ -155,7 +155,7 @@ fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>
 
 /// The circuits as the arrays of [`CIRCUIT_COLUMNS`].
 fn circuit_arrays(rows: &[CircuitRow]) -> Vec<Value> {
-    let mut arrays = recordset::Arrays::new(CIRCUIT_COLUMNS);
+    let mut arrays = recordset::Arrays::new(CIRCUIT_COLUMNS, rows.len());
     for r in rows {
         arrays.push(r.id.into());
         arrays.push(r.state.into());

@@ -44,12 +44,12 @@ pub struct RoutedEndpoint {
 impl Routed {
     /// The parameters of [`still_routed`] on PostgreSQL: the customers' columns, then the endpoints'.
     fn arrays(&self) -> Vec<sea_orm::Value> {
-        let mut customers = Arrays::new(ROUTED_CUSTOMER_COLUMNS);
+        let mut customers = Arrays::new(ROUTED_CUSTOMER_COLUMNS, self.customers.len());
         for customer in &self.customers {
             customers.push(customer.id.as_str().into());
             customers.push(customer.routing_version.into());
         }
-        let mut endpoints = Arrays::new(ROUTED_ENDPOINT_COLUMNS);
+        let mut endpoints = Arrays::new(ROUTED_ENDPOINT_COLUMNS, self.endpoints.len());
         for endpoint in &self.endpoints {
             endpoints.push(endpoint.id.as_str().into());
             endpoints.push(endpoint.state.as_str().into());

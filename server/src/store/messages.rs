@@ -313,7 +313,7 @@ pub async fn finish_recording(
 
 /// The attempts' ends as the arrays of [`END_COLUMNS`].
 fn end_arrays(ends: &[End]) -> Vec<Value> {
-    let mut arrays = Arrays::new(END_COLUMNS);
+    let mut arrays = Arrays::new(END_COLUMNS, ends.len());
     for end in ends {
         let f = &end.finish;
         arrays.push(end.id.as_str().into());

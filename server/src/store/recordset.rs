@@ -110,14 +110,21 @@ pub struct Arrays {
 }
 
 impl Arrays {
-    pub fn new(columns: Columns) -> Arrays {
-        let nulls = columns.iter().any(|c| c.nullable).then(Vec::new);
-        Arrays { columns, cells: columns.iter().map(|_| Vec::new()).collect(), nulls, next: 0, row_nulls: 0 }
+    /// Room for `rows` rows.
+    pub fn new(columns: Columns, rows: usize) -> Arrays {
+        let nulls = columns.iter().any(|c| c.nullable).then(|| Vec::with_capacity(rows));
+        let cells = columns.iter().map(|_| Vec::with_capacity(rows)).collect();
+        Arrays { columns, cells, nulls, next: 0, row_nulls: 0 }
     }
 
     /// The rows of models, their columns in the entity's order.
-    pub fn of_models<'a, M: ModelTrait + 'a>(columns: Columns, rows: impl IntoIterator<Item = &'a M>) -> Vec<Value> {
-        let mut arrays = Arrays::new(columns);
+    pub fn of_models<'a, M: ModelTrait + 'a, I>(columns: Columns, rows: I) -> Vec<Value>
+    where
+        I: IntoIterator<Item = &'a M>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let rows = rows.into_iter();
+        let mut arrays = Arrays::new(columns, rows.len());
         for row in rows {
             for column in <M::Entity as EntityTrait>::Column::iter() {
                 arrays.push(row.get(column));
@@ -182,7 +189,7 @@ pub mod tests {
 
     #[test]
     fn each_column_is_one_array_and_nulls_are_a_bit_per_row() {
-        let mut arrays = Arrays::new(TWO);
+        let mut arrays = Arrays::new(TWO, 2);
         arrays.push("x".into());
         arrays.push(7i64.into());
         arrays.push("y".into());
