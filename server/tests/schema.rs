@@ -45,6 +45,7 @@ async fn every_index_compares_its_text_byte_by_byte() {
         }
     }
     assert!(keys.len() > 20, "{keys:?}");
-    let by_language: Vec<_> = keys.iter().filter(|(_, collation)| !matches!(collation.as_str(), "C" | "BINARY")).collect();
+    let by_language: Vec<_> =
+        keys.iter().filter(|(_, collation)| !matches!(collation.as_str(), "C" | "BINARY")).collect();
     assert!(by_language.is_empty(), "ordered by a language's rules: {by_language:?}");
 }

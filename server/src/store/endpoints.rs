@@ -157,13 +157,13 @@ fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>
 fn circuit_arrays(rows: &[CircuitRow]) -> Vec<Value> {
     let mut arrays = recordset::Arrays::new(CIRCUIT_COLUMNS, rows.len());
     for r in rows {
-        arrays.push(r.id.into());
-        arrays.push(r.state.into());
-        arrays.push(r.consecutive_failures.into());
-        arrays.push(r.window_buckets.as_str().into());
-        arrays.push(r.last_success_at.into());
-        arrays.push(r.last_failure_at.into());
-        arrays.push(r.next_probe_at.into());
+        arrays.push("id", r.id.into());
+        arrays.push("state", r.state.into());
+        arrays.push("consecutive_failures", r.consecutive_failures.into());
+        arrays.push("window_buckets", r.window_buckets.as_str().into());
+        arrays.push("last_success_at", r.last_success_at.into());
+        arrays.push("last_failure_at", r.last_failure_at.into());
+        arrays.push("next_probe_at", r.next_probe_at.into());
     }
     arrays.into_values()
 }

@@ -46,13 +46,13 @@ impl Routed {
     fn arrays(&self) -> Vec<sea_orm::Value> {
         let mut customers = Arrays::new(ROUTED_CUSTOMER_COLUMNS, self.customers.len());
         for customer in &self.customers {
-            customers.push(customer.id.as_str().into());
-            customers.push(customer.routing_version.into());
+            customers.push("id", customer.id.as_str().into());
+            customers.push("routing_version", customer.routing_version.into());
         }
         let mut endpoints = Arrays::new(ROUTED_ENDPOINT_COLUMNS, self.endpoints.len());
         for endpoint in &self.endpoints {
-            endpoints.push(endpoint.id.as_str().into());
-            endpoints.push(endpoint.state.as_str().into());
+            endpoints.push("id", endpoint.id.as_str().into());
+            endpoints.push("state", endpoint.state.as_str().into());
         }
         let mut values = customers.into_values();
         values.extend(endpoints.into_values());

@@ -316,13 +316,13 @@ fn end_arrays(ends: &[End]) -> Vec<Value> {
     let mut arrays = Arrays::new(END_COLUMNS, ends.len());
     for end in ends {
         let f = &end.finish;
-        arrays.push(end.id.as_str().into());
-        arrays.push(end.lease_token.into());
-        arrays.push(f.state.as_str().into());
-        arrays.push(f.dead_reason.into());
-        arrays.push(f.next_attempt_at.into());
-        arrays.push(f.delivered_at.into());
-        arrays.push(f.last_status.into());
+        arrays.push("id", end.id.as_str().into());
+        arrays.push("lease_token", end.lease_token.into());
+        arrays.push("state", f.state.as_str().into());
+        arrays.push("dead_reason", f.dead_reason.into());
+        arrays.push("next_attempt_at", f.next_attempt_at.into());
+        arrays.push("delivered_at", f.delivered_at.into());
+        arrays.push("last_status", f.last_status.into());
     }
     arrays.into_values()
 }

@@ -11,7 +11,7 @@
 //! row, and those columns read `CASE WHEN bit unset THEN value END`.
 
 use sea_orm::sea_query::ArrayType;
-use sea_orm::{EntityTrait, Iterable, ModelTrait, Value};
+use sea_orm::{EntityTrait, IdenStatic, Iterable, ModelTrait, Value};
 
 /// A column as a batch carries it.
 pub struct Column {
@@ -127,16 +127,18 @@ impl Arrays {
         let mut arrays = Arrays::new(columns, rows.len());
         for row in rows {
             for column in <M::Entity as EntityTrait>::Column::iter() {
-                arrays.push(row.get(column));
+                arrays.push(column.as_str(), row.get(column));
             }
         }
         arrays.into_values()
     }
 
-    /// The next column's value in the current row; a row wraps to the first column.
-    pub fn push(&mut self, value: Value) {
+    /// The value of `name`, the next column of the current row; a row wraps to
+    /// the first column. Naming the column checks, in debug builds, the order the caller fills in.
+    pub fn push(&mut self, name: &str, value: Value) {
         let i = self.next;
         let column = &self.columns[i];
+        debug_assert_eq!(name, column.name, "column {i} of the batch");
         let cell = match (column.ty, value) {
             (Type::Text, Value::String(Some(text))) => Value::from(text),
             (Type::Int8, Value::BigInt(Some(n))) => Value::from(n),
@@ -190,16 +192,22 @@ pub mod tests {
     #[test]
     fn each_column_is_one_array_and_nulls_are_a_bit_per_row() {
         let mut arrays = Arrays::new(TWO, 2);
-        arrays.push("x".into());
-        arrays.push(7i64.into());
-        arrays.push("y".into());
-        arrays.push(Option::<i64>::None.into());
+        arrays.push("a", "x".into());
+        arrays.push("b", 7i64.into());
+        arrays.push("a", "y".into());
+        arrays.push("b", Option::<i64>::None.into());
         let values = arrays.into_values();
         assert_eq!(values.len(), parameters(TWO));
         assert_eq!(array(&values[0]), [Value::from("x"), Value::from("y")]);
         assert_eq!(array(&values[1]), [Value::from(7i64), Value::from(0i64)]);
         assert_eq!(array(&values[2]), [Value::from(0i64), Value::from(2i64)]);
         assert!(matches!(values[1], Value::Array(ArrayType::BigInt, _)));
+    }
+
+    #[test]
+    #[should_panic(expected = "column 0 of the batch")]
+    fn a_value_pushed_out_of_the_columns_order_is_refused() {
+        Arrays::new(TWO, 1).push("b", 7i64.into());
     }
 
     #[test]
