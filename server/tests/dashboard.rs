@@ -3,6 +3,10 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use common::{ADMIN_TOKEN, TestApp};
 use reqwest::header::{ACCEPT, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
@@ -141,6 +145,38 @@ async fn customers_see_only_their_own_data_and_no_admin_pages() {
         assert_eq!(status, 404, "{path}");
         assert!(!html.contains("acme-orders") && !html.contains("order.created"), "{path} shows nothing");
     }
+}
+
+/// Another dashboard being built in the same process (a second server, or the
+/// next test) never holds back the resources of a page being rendered.
+#[tokio::test]
+async fn pages_answer_while_another_dashboard_is_being_built() {
+    let app = TestApp::start().await;
+    app.customer("acme").await;
+    let mut admin = Browser::new(&app);
+    admin.login("admin", "admin-password").await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let builder = {
+        let (state, stop) = (app.state.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let _inside = runtime.enter();
+            let mut built = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                drop(herald::ui::router(state.clone()));
+                built += 1;
+            }
+            built
+        })
+    };
+    for round in 0..20 {
+        let answer = tokio::time::timeout(Duration::from_secs(10), admin.get("/admin/customers")).await;
+        let (status, html, _) = answer.unwrap_or_else(|_| panic!("page {round} did not answer in 10 s"));
+        assert_eq!(status, 200);
+        assert!(html.contains("acme"), "{html}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(builder.join().unwrap() > 0, "dashboards were built meanwhile");
 }
 
 #[tokio::test]

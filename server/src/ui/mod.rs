@@ -4,7 +4,7 @@
 mod backend;
 mod csrf;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use app::ui::backend::SharedBackend;
 use app::ui::{App, shell};
@@ -16,7 +16,7 @@ use axum::routing::get;
 use futures::future::BoxFuture;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
 use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration as CookieDuration;
 use tower_sessions::{Expiry, SessionManagerLayer};
@@ -28,10 +28,17 @@ use backend::DashboardBackend;
 pub const SESSION_COOKIE: &str = "herald_session";
 const STYLESHEET: &str = include_str!("../../../style/main.css");
 
+/// The dashboard's routes, listed once per process. Listing them renders the app
+/// with every resource load held back by a process-wide switch (Leptos'
+/// `SuppressResourceLoad`): a page whose resource first ran while another
+/// router was being built waited forever. Once listed, no page can start
+/// before the list exists, and the switch is never thrown again.
+static ROUTES: LazyLock<Vec<AxumRouteListing>> = LazyLock::new(|| generate_route_list(App));
+
 pub fn router(state: AppState) -> Router {
     let options = LeptosOptions::builder().output_name("herald").build();
     let backend: SharedBackend = Arc::new(DashboardBackend::new(state.clone()));
-    let routes = generate_route_list(App);
+    let routes = ROUTES.clone();
     let sessions = SessionManagerLayer::new(DbSessionStore::new(state.db.clone()))
         .with_name(SESSION_COOKIE)
         .with_http_only(true)
