@@ -2,7 +2,6 @@ use sea_orm::sea_query::{Alias, Expr, ExprTrait};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use super::entities::attempt::{self, Column, Entity as Attempts};
-use super::recordset::{Type, col, nullable};
 
 pub async fn for_message(db: &impl ConnectionTrait, message_id: &str) -> Result<Vec<attempt::Model>, DbErr> {
     Attempts::find().filter(Column::MessageId.eq(message_id)).order_by_asc(Column::Number).all(db).await
@@ -33,29 +32,4 @@ pub async fn per_minute(
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -> Result<(), DbErr> {
     super::bulk::insert(db, &rows).await
-}
-
-/// The columns of an attempt row, as a batch carries them (see [`super::recordset`]).
-pub const COLUMNS: super::recordset::Columns = &[
-    col("id", Type::Text),
-    col("message_id", Type::Text),
-    col("customer_id", Type::Text),
-    col("number", Type::Int4),
-    col("started_at", Type::Int8),
-    col("duration_ms", Type::Int8),
-    nullable("status_code", Type::Int4),
-    nullable("error_kind", Type::Text),
-    nullable("error_detail", Type::Text),
-    col("outcome", Type::Text),
-    col("request_headers", Type::Text),
-    col("response_headers", Type::Text),
-    nullable("response_body", Type::Text),
-];
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_batch_carries_every_column_of_an_attempt() {
-        super::super::recordset::tests::covers::<super::Attempts>(super::COLUMNS);
-    }
 }
