@@ -15,7 +15,7 @@ use crate::secrets::{Sealer, SecretKey};
 use crate::service::customers::ensure_admin_user;
 use crate::service::intake::{Intake, IntakeParts};
 use crate::service::subscriptions::seal_plaintext_secrets;
-use crate::state::AppState;
+use crate::state::{AppState, Shared};
 use crate::worker::handoff::Handoff;
 use crate::worker::{Wakeup, Worker, lease_ms};
 use crate::{api, store, telemetry, ui};
@@ -71,7 +71,7 @@ impl Application {
             handoff: handoff.clone(),
             lease_ms: lease_ms(&settings.delivery),
         });
-        let state = AppState {
+        let state = AppState::new(Shared {
             db,
             settings: Arc::new(settings),
             clock,
@@ -82,7 +82,7 @@ impl Application {
             keys: Arc::default(),
             intake,
             handoff,
-        };
+        });
         ensure_admin_user(&state).await?;
         seal_plaintext_secrets(&state).await?;
         Ok(Application { state, listener, addr })

@@ -14,8 +14,31 @@ use crate::service::intake::Intake;
 use crate::worker::Wakeup;
 use crate::worker::handoff::Handoff;
 
+/// The shared parts behind one pointer: handlers and tasks clone the state
+/// at every request and delivery, and one reference count is cheaper to move
+/// than one per part.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+pub struct Shared {
     pub db: DatabaseConnection,
     pub settings: Arc<Settings>,
     pub clock: SharedClock,
@@ -32,10 +55,4 @@ pub struct AppState {
     pub intake: Intake,
     /// Passes fresh messages from the intake to the running fresh lane.
     pub handoff: Arc<Handoff>,
-}
-
-impl AppState {
-    pub fn now_ms(&self) -> i64 {
-        self.clock.now_ms()
-    }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use app::domain::breaker::Gate;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
-use app::domain::target::TargetUrl;
 
 use super::Worker;
 use super::decide::decide;
@@ -13,6 +12,7 @@ use super::handoff::Place;
 use super::http::{Received, send};
 use super::record::AttemptRecord;
 use super::request;
+use super::targets::Target;
 use crate::service::events::policy_of;
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, event, message, subscription};
@@ -62,14 +62,13 @@ impl Worker {
             tracing::error!(message_id = %msg.id, "the stored event is unreadable");
             return;
         };
-        let request_headers = outgoing.headers.clone();
-        let received = if self.literal_target_blocked(&sub.url) {
-            Received {
-                error: Some((ErrorKind::BlockedTarget, "the URL is a private or reserved address".into())),
-                ..Received::default()
-            }
-        } else {
-            send(&self.client, outgoing).await
+        let (received, request_headers) = match self.targets.of(&sub.url) {
+            Target::Send(url) => send(&self.client, url, outgoing).await,
+            Target::Blocked => (
+                Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address"),
+                outgoing.headers,
+            ),
+            Target::Invalid(detail) => (Received::failed(ErrorKind::Other, &detail), outgoing.headers),
         };
         let worker = place.free_slot(&self.state.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
@@ -121,11 +120,6 @@ impl Worker {
             }
             Gate::Probe => Some(Release::DeferUntil(now + probe_ms)),
         })
-    }
-
-    fn literal_target_blocked(&self, url: &str) -> bool {
-        !self.state.settings.allow_private_targets
-            && TargetUrl::parse(url, "url").is_ok_and(|u| u.is_forbidden_literal())
     }
 
     async fn release(&self, msg: &message::Model, why: Release) {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use app::domain::states::ErrorKind;
 use reqwest::redirect::Policy;
+use url::Url;
 
 use super::resolver::{BlockedTarget, GuardedResolver};
 
@@ -31,8 +32,8 @@ pub fn client(allow_private: bool, max_idle: usize) -> reqwest::Client {
         .expect("the HTTP client's settings are valid")
 }
 
+/// A request to a receiver, whose URL is read apart (see [`super::targets`]).
 pub struct Outgoing {
-    pub url: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
     pub timeout: Duration,
@@ -48,16 +49,23 @@ pub struct Received {
 }
 
 impl Received {
+    /// An attempt that failed before any request was sent.
+    pub fn failed(kind: ErrorKind, detail: &str) -> Received {
+        Received { error: Some((kind, detail.to_string())), ..Received::default() }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }
 
-pub async fn send(client: &reqwest::Client, out: Outgoing) -> Received {
+/// Sends `out` to `url`; returns the answer and the headers sent, which the
+/// attempt's record keeps.
+pub async fn send(client: &reqwest::Client, url: Url, out: Outgoing) -> (Received, Vec<(String, String)>) {
     let started = Instant::now();
     let mut received = Received::default();
     let deadline = tokio::time::Instant::now() + out.timeout;
-    let mut request = client.post(&out.url).timeout(out.timeout).body(out.body);
+    let mut request = client.post(url).timeout(out.timeout).body(out.body);
     for (name, value) in &out.headers {
         request = request.header(name, value);
     }
@@ -99,7 +107,7 @@ pub async fn send(client: &reqwest::Client, out: Outgoing) -> Received {
         }
     }
     received.duration_ms = started.elapsed().as_millis() as u64;
-    received
+    (received, out.headers)
 }
 
 /// Names a transport failure by walking the error's causes.
@@ -135,15 +143,17 @@ fn classify(error: &reqwest::Error) -> (ErrorKind, String) {
 mod tests {
     use super::*;
 
-    fn to(url: &str) -> Outgoing {
-        Outgoing { url: url.into(), headers: vec![], body: b"{}".to_vec(), timeout: Duration::from_secs(5) }
+    fn to(url: &str) -> (Url, Outgoing) {
+        let out = Outgoing { headers: vec![], body: b"{}".to_vec(), timeout: Duration::from_secs(5) };
+        (Url::parse(url).unwrap(), out)
     }
 
     #[tokio::test]
     async fn a_name_that_resolves_to_loopback_is_blocked_before_any_connection() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let received = send(&client(false, 4), to(&format!("http://localhost:{port}/hook"))).await;
+        let (url, out) = to(&format!("http://localhost:{port}/hook"));
+        let (received, _) = send(&client(false, 4), url, out).await;
         assert_eq!(received.error.as_ref().map(|(kind, _)| *kind), Some(ErrorKind::BlockedTarget), "{received:?}");
         assert_eq!(received.status, None);
         let accepted = tokio::time::timeout(Duration::from_millis(1), listener.accept()).await;
@@ -154,8 +164,8 @@ mod tests {
     async fn private_targets_are_reached_when_allowed() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let sending =
-            tokio::spawn(async move { send(&client(true, 4), to(&format!("http://localhost:{port}/"))).await });
+        let (url, out) = to(&format!("http://localhost:{port}/"));
+        let sending = tokio::spawn(async move { send(&client(true, 4), url, out).await.0 });
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut request = [0u8; 1024];
         let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await.unwrap();

@@ -13,6 +13,7 @@ mod record;
 mod request;
 pub mod resolver;
 mod retry_times;
+mod targets;
 mod waiting;
 
 use std::collections::HashMap;
@@ -34,6 +35,7 @@ use handoff::{Handed, Place, Ready, take_place};
 use lookout::{Look, Lookout};
 use record::Recorder;
 use retry_times::RetryTimes;
+use targets::Targets;
 use waiting::Waiting;
 
 /// How long a claim may stay unfinished before another worker takes it over:
@@ -142,6 +144,7 @@ pub struct Worker {
     slots: EndpointSlots,
     unrecorded: Arc<Semaphore>,
     recorder: Recorder,
+    targets: Arc<Targets>,
 }
 
 impl Worker {
@@ -155,7 +158,8 @@ impl Worker {
         // send at once, so that a crash repeats at most twice the lanes' concurrency, and
         // the memory they hold is bounded while the database falls behind the receivers.
         let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
-        Worker { state, client, slots, unrecorded, recorder }
+        let targets = Arc::new(Targets::new(state.settings.allow_private_targets));
+        Worker { state, client, slots, unrecorded, recorder, targets }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight

@@ -57,5 +57,5 @@ pub fn build(
     headers.push(("webhook-id".into(), message_id.to_string()));
     headers.push(("webhook-timestamp".into(), timestamp.to_string()));
     headers.push(("webhook-signature".into(), signature));
-    Some(Outgoing { url: sub.url.clone(), headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
+    Some(Outgoing { headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
 }

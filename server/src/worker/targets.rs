@@ -1,0 +1,88 @@
+//! Each receiver URL read once: a delivery needs the URL as the HTTP client
+//! takes it and whether it names a private address literally, and reading the
+//! text twice for every delivery cost more than looking it up.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use app::domain::target::TargetUrl;
+use url::Url;
+
+/// URLs kept at most; past this the table starts again (a miss costs one parse).
+const MOST: usize = 4096;
+
+/// Where a delivery goes, as read from its subscription's URL.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    Send(Url),
+    /// A private or reserved address written in the URL, while those are refused.
+    Blocked,
+    /// Not a URL the client can send to (subscriptions are checked when saved,
+    /// so only a row written by other means gets here).
+    Invalid(String),
+}
+
+pub struct Targets {
+    allow_private: bool,
+    read: Mutex<HashMap<String, Target>>,
+}
+
+impl Targets {
+    pub fn new(allow_private: bool) -> Targets {
+        Targets { allow_private, read: Mutex::default() }
+    }
+
+    pub fn of(&self, raw: &str) -> Target {
+        if let Some(target) = self.read.lock().expect("never poisoned").get(raw) {
+            return target.clone();
+        }
+        let target = self.read_url(raw);
+        let mut read = self.read.lock().expect("never poisoned");
+        if read.len() >= MOST {
+            read.clear();
+        }
+        read.insert(raw.to_string(), target.clone());
+        target
+    }
+
+    fn read_url(&self, raw: &str) -> Target {
+        if !self.allow_private && TargetUrl::parse(raw, "url").is_ok_and(|u| u.is_forbidden_literal()) {
+            return Target::Blocked;
+        }
+        match Url::parse(raw) {
+            Ok(url) => Target::Send(url),
+            Err(e) => Target::Invalid(format!("the URL {raw:?} is not valid: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_literal_is_blocked_unless_allowed() {
+        let url = "http://127.0.0.1:9/hook";
+        assert_eq!(Targets::new(false).of(url), Target::Blocked);
+        assert_eq!(Targets::new(true).of(url), Target::Send(Url::parse(url).unwrap()));
+    }
+
+    #[test]
+    fn a_url_is_read_the_same_from_the_table_as_the_first_time() {
+        let targets = Targets::new(false);
+        let url = "https://example.com:8443/a/b?c=d";
+        let first = targets.of(url);
+        assert_eq!(first, Target::Send(Url::parse(url).unwrap()));
+        assert_eq!(targets.of(url), first);
+        assert!(matches!(targets.of("not a url"), Target::Invalid(detail) if detail.contains("not a url")));
+    }
+
+    #[test]
+    fn the_table_starts_again_when_full() {
+        let targets = Targets::new(false);
+        for n in 0..MOST + 1 {
+            targets.of(&format!("https://example.com/{n}"));
+        }
+        assert_eq!(targets.read.lock().unwrap().len(), 1);
+    }
+}
