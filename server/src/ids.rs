@@ -13,7 +13,12 @@ use sha2::{Digest, Sha256};
 pub fn new_id(prefix: &str) -> String {
     static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
     let ulid = GENERATOR.lock().ok().and_then(|mut g| g.generate().ok()).unwrap_or_else(ulid::Ulid::new);
-    format!("{prefix}_{ulid}")
+    let mut text = [0u8; ulid::ULID_LEN];
+    let mut id = String::with_capacity(prefix.len() + 1 + ulid::ULID_LEN);
+    id.push_str(prefix);
+    id.push('_');
+    id.push_str(ulid.array_to_str(&mut text));
+    id
 }
 
 pub fn random_bytes<const N: usize>() -> [u8; N] {

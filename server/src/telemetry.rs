@@ -1,7 +1,9 @@
 //! Logs (tracing) and metrics (Prometheus), set up once per process.
 
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock};
 
+use app::domain::states::Outcome;
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
@@ -22,4 +24,54 @@ pub fn metrics_handle() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+/// The metrics recorded for every publish and every delivery, looked up once. A metric named
+/// in a `metrics::counter!` call is found by hashing its name and labels at each call; these
+/// handles point at it directly.
+pub struct Hot {
+    attempts: [Counter; Outcome::ALL.len()],
+    /// By lane (fresh, retry) and by whether the claim found messages.
+    claims: [[Counter; 2]; 2],
+    pub delivery_latency: Histogram,
+    pub record_batch: Histogram,
+    pub publish_batch: Histogram,
+    pub events_published: Counter,
+    pub messages_created: Counter,
+}
+
+impl Hot {
+    pub fn attempts(&self, outcome: Outcome) -> &Counter {
+        &self.attempts[Outcome::ALL.iter().position(|o| *o == outcome).expect("every outcome is listed")]
+    }
+
+    pub fn claims(&self, fresh_lane: bool, found: bool) -> &Counter {
+        &self.claims[usize::from(!fresh_lane)][usize::from(found)]
+    }
+}
+
+/// The handles, registered with the process-wide recorder (installed first).
+pub fn hot() -> &'static Hot {
+    static HOT: LazyLock<Hot> = LazyLock::new(|| {
+        metrics_handle();
+        let claims = |lane: &'static str| {
+            [false, true]
+                .map(|found| metrics::counter!("herald_claims_total", "lane" => lane, "found" => found.to_string()))
+        };
+        Hot {
+            attempts: Outcome::ALL
+                .iter()
+                .map(|o| metrics::counter!("herald_attempts_total", "outcome" => o.as_str()))
+                .collect::<Vec<_>>()
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("one counter per outcome")),
+            claims: [claims("fresh"), claims("retry")],
+            delivery_latency: metrics::histogram!("herald_delivery_latency_seconds"),
+            record_batch: metrics::histogram!("herald_record_batch_size"),
+            publish_batch: metrics::histogram!("herald_publish_batch_events"),
+            events_published: metrics::counter!("herald_events_published_total"),
+            messages_created: metrics::counter!("herald_messages_created_total"),
+        }
+    });
+    &HOT
 }

@@ -57,8 +57,9 @@ pub async fn publish(
     }
     let result = state.intake.publish(customer_id, events_in).await?;
     let created: usize = result.events.iter().filter(|e| !e.duplicate).map(|e| e.message_ids.len()).sum();
-    metrics::counter!("herald_events_published_total").increment(result.events.len() as u64);
-    metrics::counter!("herald_messages_created_total").increment(created as u64);
+    let metrics = crate::telemetry::hot();
+    metrics.events_published.increment(result.events.len() as u64);
+    metrics.messages_created.increment(created as u64);
     Ok(result)
 }
 

@@ -127,7 +127,7 @@ async fn commit_batch(parts: Arc<IntakeParts>, routes: Arc<Routes>, batch: Vec<R
             }
         }
     }
-    metrics::histogram!("herald_publish_batch_events").record(size as f64);
+    crate::telemetry::hot().publish_batch.record(size as f64);
 }
 
 /// Every request of a failed write gets the same error.
@@ -189,12 +189,12 @@ async fn write_routed(
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
     let mut rows: Vec<Arc<event::Model>> = Vec::new();
-    let mut first_of: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut first_of: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
     for (customer_id, batch) in work {
         let mut request_entries = Vec::with_capacity(batch.len());
         for ce in batch {
-            let key = (customer_id.clone(), ce.source().to_string(), ce.id().to_string());
+            let key = (customer_id.as_str(), ce.source(), ce.id());
             if let Some(&row) = first_of.get(&key) {
                 request_entries.push(Entry::RepeatOf(row));
                 continue;
@@ -207,7 +207,7 @@ async fn write_routed(
                 source: ce.source().to_string(),
                 ce_id: ce.id().to_string(),
                 event_type: ce.event_type().to_string(),
-                payload: ce.to_json().to_string(),
+                payload: ce.stored_text(),
                 created_at: now,
             }));
         }

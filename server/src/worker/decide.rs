@@ -104,7 +104,10 @@ mod tests {
     fn status(code: u16, headers: &[(&str, &str)]) -> Received {
         Received {
             status: Some(code),
-            headers: headers.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.parse().expect("a header name"), v.parse().expect("a header value")))
+                .collect(),
             ..Received::default()
         }
     }

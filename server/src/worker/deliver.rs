@@ -9,7 +9,7 @@ use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
 use super::Worker;
 use super::decide::decide;
 use super::handoff::Place;
-use super::http::{Received, send};
+use super::http::{Received, headers_json, send};
 use super::record::AttemptRecord;
 use super::request;
 use super::targets::Target;
@@ -17,6 +17,7 @@ use crate::service::events::policy_of;
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::{self, Finish, Lane};
+use crate::telemetry;
 
 /// A claimed message with what is needed to send it.
 pub struct Job {
@@ -38,8 +39,9 @@ impl Worker {
     /// lane's worker are freed as soon as the receiver has answered, so that
     /// the next message does not wait for this one's record to be committed.
     pub(super) async fn deliver(&self, job: Job, place: Place) {
-        let msg = &job.message;
-        let (Some(sub), Some(event)) = (&job.subscription, &job.event) else {
+        let Job { message, subscription, event, endpoint } = job;
+        let msg = &message;
+        let (Some(sub), Some(event)) = (&subscription, &event) else {
             return self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
         };
         let policy = policy_of(sub);
@@ -47,7 +49,7 @@ impl Worker {
         if policy.is_expired((now - msg.ttl_started_at).max(0) as u64) {
             return self.release(msg, Release::Dead(DeadReason::Expired)).await;
         }
-        if let Some(endpoint) = &job.endpoint {
+        if let Some(endpoint) = &endpoint {
             match self.pass_gate(endpoint, now).await {
                 Ok(None) => {}
                 Ok(Some(release)) => return self.release(msg, release).await,
@@ -62,13 +64,11 @@ impl Worker {
             tracing::error!(message_id = %msg.id, "the stored event is unreadable");
             return;
         };
-        let (received, request_headers) = match self.targets.of(&sub.url) {
+        let request_headers = headers_json(&outgoing.headers);
+        let received = match self.targets.of(&sub.url) {
             Target::Send(url) => send(&self.client, url, outgoing).await,
-            Target::Blocked => (
-                Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address"),
-                outgoing.headers,
-            ),
-            Target::Invalid(detail) => (Received::failed(ErrorKind::Other, &detail), outgoing.headers),
+            Target::Blocked => Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address"),
+            Target::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
         };
         let worker = place.free_slot(&self.state.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
@@ -82,14 +82,15 @@ impl Worker {
             self.state.wake.room();
         }
         let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
-        metrics::counter!("herald_attempts_total", "outcome" => decision.outcome.as_str()).increment(1);
+        let metrics = telemetry::hot();
+        metrics.attempts(decision.outcome).increment(1);
         if decision.outcome == Outcome::Success {
             let latency = (self.state.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
-            metrics::histogram!("herald_delivery_latency_seconds").record(latency);
+            metrics.delivery_latency.record(latency);
         }
         let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
         let message_id = msg.id.clone();
-        let attempt = AttemptRecord { message: job.message.clone(), started_at, request_headers, received, decision };
+        let attempt = AttemptRecord { message, started_at, request_headers, received, decision };
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
                 // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.

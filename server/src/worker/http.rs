@@ -2,11 +2,14 @@
 //! and body; no redirects; no proxy from the environment; the body read up to
 //! a cap; every failure named by kind.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use app::domain::states::ErrorKind;
+use reqwest::header::HeaderMap;
 use reqwest::redirect::Policy;
+use serde::Serialize;
 use url::Url;
 
 use super::resolver::{BlockedTarget, GuardedResolver};
@@ -34,7 +37,7 @@ pub fn client(allow_private: bool, max_idle: usize) -> reqwest::Client {
 
 /// A request to a receiver, whose URL is read apart (see [`super::targets`]).
 pub struct Outgoing {
-    pub headers: Vec<(String, String)>,
+    pub headers: HeaderMap,
     pub body: Vec<u8>,
     pub timeout: Duration,
 }
@@ -42,7 +45,8 @@ pub struct Outgoing {
 #[derive(Debug, Default)]
 pub struct Received {
     pub status: Option<u16>,
-    pub headers: Vec<(String, String)>,
+    /// As the response brought them, moved, not copied.
+    pub headers: HeaderMap,
     pub body: Vec<u8>,
     pub error: Option<(ErrorKind, String)>,
     pub duration_ms: u64,
@@ -54,30 +58,44 @@ impl Received {
         Received { error: Some((kind, detail.to_string())), ..Received::default() }
     }
 
+    /// A header's value, if it is text.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
 
-/// Sends `out` to `url`; returns the answer and the headers sent, which the
-/// attempt's record keeps.
-pub async fn send(client: &reqwest::Client, url: Url, out: Outgoing) -> (Received, Vec<(String, String)>) {
+/// Headers as the attempt's record keeps them: a JSON object, names in order, the last value of
+/// a repeated name, a value that is not UTF-8 read lossily.
+pub fn headers_json(headers: &HeaderMap) -> String {
+    let mut pairs: Vec<(&str, Cow<str>)> =
+        headers.iter().map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes()))).collect();
+    // Stable: a repeated name's values keep their order, and the last of them is written.
+    pairs.sort_by(|a, b| a.0.cmp(b.0));
+    serde_json::to_string(&JsonObject(&pairs)).expect("strings serialize to JSON")
+}
+
+/// Pairs sorted by name, written as an object; a pair whose name the next pair repeats is skipped.
+struct JsonObject<'a>(&'a [(&'a str, Cow<'a, str>)]);
+
+impl Serialize for JsonObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let pairs = self.0.iter().enumerate();
+        let last_of_each_name = pairs.filter(|(i, (name, _))| self.0.get(i + 1).is_none_or(|next| next.0 != *name));
+        serializer.collect_map(last_of_each_name.map(|(_, (name, value))| (name, value)))
+    }
+}
+
+/// Sends `out` to `url`.
+pub async fn send(client: &reqwest::Client, url: Url, out: Outgoing) -> Received {
     let started = Instant::now();
     let mut received = Received::default();
     let deadline = tokio::time::Instant::now() + out.timeout;
-    let mut request = client.post(url).timeout(out.timeout).body(out.body);
-    for (name, value) in &out.headers {
-        request = request.header(name, value);
-    }
+    let request = client.post(url).timeout(out.timeout).headers(out.headers).body(out.body);
     match request.send().await {
         Err(e) => received.error = Some(classify(&e)),
         Ok(mut response) => {
             received.status = Some(response.status().as_u16());
-            received.headers = response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect();
+            received.headers = std::mem::take(response.headers_mut());
             let mut read = 0usize;
             loop {
                 match tokio::time::timeout_at(deadline, response.chunk()).await {
@@ -107,7 +125,7 @@ pub async fn send(client: &reqwest::Client, url: Url, out: Outgoing) -> (Receive
         }
     }
     received.duration_ms = started.elapsed().as_millis() as u64;
-    (received, out.headers)
+    received
 }
 
 /// Names a transport failure by walking the error's causes.
@@ -144,8 +162,20 @@ mod tests {
     use super::*;
 
     fn to(url: &str) -> (Url, Outgoing) {
-        let out = Outgoing { headers: vec![], body: b"{}".to_vec(), timeout: Duration::from_secs(5) };
+        let out = Outgoing { headers: HeaderMap::new(), body: b"{}".to_vec(), timeout: Duration::from_secs(5) };
         (Url::parse(url).unwrap(), out)
+    }
+
+    #[test]
+    fn headers_are_kept_as_a_json_object_in_name_order_with_the_last_of_a_repeated_name() {
+        use reqwest::header::HeaderValue;
+        let mut headers = HeaderMap::new();
+        headers.insert("x-b", HeaderValue::from_static("2"));
+        headers.append("x-a", HeaderValue::from_static("first"));
+        headers.append("x-a", HeaderValue::from_static("last"));
+        headers.insert("x-c", HeaderValue::from_bytes(b"caf\xe9").unwrap());
+        assert_eq!(headers_json(&headers), "{\"x-a\":\"last\",\"x-b\":\"2\",\"x-c\":\"caf\u{FFFD}\"}");
+        assert_eq!(headers_json(&HeaderMap::new()), "{}");
     }
 
     #[tokio::test]
@@ -153,7 +183,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (url, out) = to(&format!("http://localhost:{port}/hook"));
-        let (received, _) = send(&client(false, 4), url, out).await;
+        let received = send(&client(false, 4), url, out).await;
         assert_eq!(received.error.as_ref().map(|(kind, _)| *kind), Some(ErrorKind::BlockedTarget), "{received:?}");
         assert_eq!(received.status, None);
         let accepted = tokio::time::timeout(Duration::from_millis(1), listener.accept()).await;
@@ -165,7 +195,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let (url, out) = to(&format!("http://localhost:{port}/"));
-        let sending = tokio::spawn(async move { send(&client(true, 4), url, out).await.0 });
+        let sending = tokio::spawn(async move { send(&client(true, 4), url, out).await });
         let (mut socket, _) = listener.accept().await.unwrap();
         let mut request = [0u8; 1024];
         let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await.unwrap();

@@ -12,7 +12,7 @@ use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use super::decide::Decision;
-use super::http::Received;
+use super::http::{Received, headers_json};
 use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
@@ -28,7 +28,8 @@ const MAX_BATCH: usize = 256;
 pub struct AttemptRecord {
     pub message: message::Model,
     pub started_at: i64,
-    pub request_headers: Vec<(String, String)>,
+    /// As [`headers_json`] writes them.
+    pub request_headers: String,
     pub received: Received,
     pub decision: Decision,
 }
@@ -113,14 +114,7 @@ async fn commit_batch(state: AppState, batch: Vec<Pending>) {
             }
         }
     }
-    metrics::histogram!("herald_record_batch_size").record(size as f64);
-}
-
-/// The headers as a JSON object, keys in order, the last of a repeated name kept (as a
-/// `serde_json::Map` would have it, without building one).
-fn headers_json(headers: &[(String, String)]) -> String {
-    let map: BTreeMap<&str, &str> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    serde_json::to_string(&map).expect("strings serialize to JSON")
+    crate::telemetry::hot().record_batch.record(size as f64);
 }
 
 fn attempt_row(r: &AttemptRecord) -> attempt::Model {
@@ -136,7 +130,7 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
         error_kind: r.received.error.as_ref().map(|(kind, _)| kind.as_str().to_string()),
         error_detail: r.received.error.as_ref().map(|(_, detail)| detail.clone()),
         outcome: r.decision.outcome.as_str().to_string(),
-        request_headers: headers_json(&r.request_headers),
+        request_headers: r.request_headers.clone(),
         response_headers: headers_json(&r.received.headers),
         response_body: (!r.received.body.is_empty())
             .then(|| String::from_utf8_lossy(&r.received.body).replace('\0', "\u{FFFD}")),

@@ -6,10 +6,15 @@ use std::time::Duration;
 use app::domain::event::CloudEvent;
 use app::domain::signing::{secret_key, signature_header};
 use app::domain::states::ContentMode;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::http::Outgoing;
 use crate::secrets::Sealer;
 use crate::store::entities::subscription;
+
+static WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
+static WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
+static WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
 
 /// Every secret still valid at `now_ms`, opened: the current one, and the previous one during a
 /// rotation's overlap.
@@ -29,7 +34,8 @@ fn signing_keys(sub: &subscription::Model, sealer: &Sealer, now_ms: i64) -> Vec<
 }
 
 /// The request for a stored event (`payload`, as the publish stored it); `None`
-/// when the binary mode cannot read it back.
+/// when the binary mode cannot read it back, or finds an attribute no header can carry
+/// (the publish refuses both).
 pub fn build(
     sub: &subscription::Model,
     sealer: &Sealer,
@@ -37,25 +43,31 @@ pub fn build(
     message_id: &str,
     now_ms: i64,
 ) -> Option<Outgoing> {
-    let (mut headers, body) = match ContentMode::parse(&sub.content_mode) {
+    let mut headers = HeaderMap::with_capacity(8);
+    let body = match ContentMode::parse(&sub.content_mode) {
         Some(ContentMode::Binary) => {
             let event = serde_json::from_str(payload).ok().and_then(CloudEvent::from_stored)?;
             let binary = event.binary();
-            let mut headers = binary.headers;
-            if !binary.content_type.is_empty() {
-                headers.push(("content-type".into(), binary.content_type));
+            for (name, value) in binary.headers {
+                headers.append(HeaderName::from_bytes(name.as_bytes()).ok()?, HeaderValue::try_from(value).ok()?);
             }
-            (headers, binary.body)
+            if !binary.content_type.is_empty() {
+                headers.insert(CONTENT_TYPE, HeaderValue::try_from(binary.content_type).ok()?);
+            }
+            binary.body
         }
-        // The stored payload is the event serialized as `CloudEvent::structured_body` does it:
+        // The stored payload is the event serialized as `CloudEvent::stored_text` does it:
         // sent as it is, without reading it back and writing it again.
-        _ => (vec![("content-type".into(), "application/cloudevents+json".into())], payload.as_bytes().to_vec()),
+        _ => {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/cloudevents+json"));
+            payload.as_bytes().to_vec()
+        }
     };
     let timestamp = now_ms.div_euclid(1000);
     let keys = signing_keys(sub, sealer, now_ms);
     let signature = signature_header(keys.iter().map(Vec::as_slice), message_id, timestamp, &body);
-    headers.push(("webhook-id".into(), message_id.to_string()));
-    headers.push(("webhook-timestamp".into(), timestamp.to_string()));
-    headers.push(("webhook-signature".into(), signature));
+    headers.insert(WEBHOOK_ID.clone(), HeaderValue::from_str(message_id).ok()?);
+    headers.insert(WEBHOOK_TIMESTAMP.clone(), HeaderValue::from(timestamp));
+    headers.insert(WEBHOOK_SIGNATURE.clone(), HeaderValue::try_from(signature).ok()?);
     Some(Outgoing { headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
 }
