@@ -2,7 +2,10 @@
 # A black-box measurement of Herald with tools that know nothing of it: wrk
 # publishes single events to the release binary, nginx receives the
 # deliveries, and nginx's access log counts them. In the same run, wrk posts
-# the same bodies straight to the same nginx: the raw limit of this machine.
+# the same bodies straight to the same nginx: the raw limit of this machine,
+# measured before Herald's turn and again after it. The ratio is to the mean
+# of the two, and a run whose two raw figures differ by more than 15 % says
+# that the machine's speed changed meanwhile.
 #
 #   bench/wrk-nginx.sh [--database-url postgres://…] [--seconds 10] [--connections 32] [--subscriptions 1]
 #
@@ -93,8 +96,8 @@ run_wrk() { # url, header... → requests/s
 }
 
 echo "raw limit: wrk → nginx, $CONNECTIONS connections, ${SECONDS_RUN}s"
-RAW=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
-echo "  $RAW requests/s"
+RAW_BEFORE=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
+echo "  $RAW_BEFORE requests/s"
 
 # Herald on a fresh database.
 if [[ -z $DATABASE_URL ]]; then
@@ -144,13 +147,21 @@ done
 kill -USR1 "$(cat "$WORK/nginx.pid")"; sleep 1
 CPU_AFTER=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
 TICKS=$(getconf CLK_TCK)
-python3 - "$WORK/hook.log" "$RAW" "$EXPECTED" "$((CPU_AFTER - CPU_BEFORE))" "$TICKS" "$HERALD_PID" <<'EOF'
+HWM=$(awk '/VmHWM/ {print $2}' "/proc/$HERALD_PID/status")
+
+echo "raw limit again, with Herald idle: wrk → nginx, ${SECONDS_RUN}s"
+RAW_AFTER=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
+echo "  $RAW_AFTER requests/s"
+python3 - "$WORK/hook.log" "$RAW_BEFORE" "$RAW_AFTER" "$EXPECTED" "$((CPU_AFTER - CPU_BEFORE))" "$TICKS" "$HWM" <<'EOF'
 import sys
-log, raw, expected, cpu, ticks, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+log, expected, cpu, ticks, hwm = sys.argv[1], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+before, after = float(sys.argv[2]), float(sys.argv[3])
+raw = (before + after) / 2
+if abs(before - after) > 0.15 * raw:
+    print(f"  unsteady: the raw limit was {before:.0f}/s before and {after:.0f}/s after; repeat the run")
 times = sorted(float(line.split()[0]) for line in open(log))
 span = times[-1] - times[0] if len(times) > 1 else float("nan")
 rate = len(times) / span if span else float("nan")
-hwm = next((l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("VmHWM")), "?")
 print(f"  {len(times)} of {expected} deliveries logged by nginx over {span:.2f} s")
 print(f"deliveries/s {rate:.0f}  raw requests/s {raw:.0f}  ratio {rate / raw:.3f}  herald CPU {cpu / ticks:.1f} s  peak RSS {int(hwm) / 1024:.0f} MB")
 sys.exit(0 if len(times) >= expected else 1)
