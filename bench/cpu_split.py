@@ -18,7 +18,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def processes():
-    """pid -> (comm, CPU ticks used so far)."""
+    """pid -> (comm, start time, CPU ticks used so far). The start time tells a reused pid from
+    the same process; the name cannot, since a kernel worker's name changes with its work."""
     seen = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -27,7 +28,7 @@ def processes():
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        seen[pid] = (comm, int(fields[11]) + int(fields[12]))
+        seen[pid] = (comm, int(fields[19]), int(fields[11]) + int(fields[12]))
     return seen
 
 
@@ -79,9 +80,9 @@ def main():
     run1, wait1 = waits(args.herald_pid)
 
     used = collections.Counter()
-    for pid, (comm, ticks) in last.items():
+    for pid, (comm, started, ticks) in last.items():
         before = start.get(pid)
-        base = before[1] if before and before[0] == comm else 0
+        base = before[2] if before and before[1] == started else 0
         used[group(pid, comm, args.herald_pid)] += (ticks - base) / TICKS
     split = ", ".join(f"{name} {seconds:.1f}" for name, seconds in used.most_common() if seconds >= 0.05)
     busy = (busy1 - busy0) / max(1, all1 - all0)
