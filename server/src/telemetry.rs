@@ -7,6 +7,8 @@ use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
+use crate::store::messages::Lane;
+
 pub fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
@@ -28,7 +30,8 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// The metrics recorded for every publish and every delivery, looked up once. A metric named
 /// in a `metrics::counter!` call is found by hashing its name and labels at each call; these
-/// handles point at it directly.
+/// handles point at it directly. Registered up front, every label set shows from the start, at
+/// zero until it counts (as Prometheus advises for labels known in advance).
 pub struct Hot {
     attempts: [Counter; Outcome::ALL.len()],
     /// By lane (fresh, retry) and by whether the claim found messages.
@@ -45,8 +48,8 @@ impl Hot {
         &self.attempts[Outcome::ALL.iter().position(|o| *o == outcome).expect("every outcome is listed")]
     }
 
-    pub fn claims(&self, fresh_lane: bool, found: bool) -> &Counter {
-        &self.claims[usize::from(!fresh_lane)][usize::from(found)]
+    pub fn claims(&self, lane: Lane, found: bool) -> &Counter {
+        &self.claims[usize::from(lane == Lane::Retry)][usize::from(found)]
     }
 }
 
@@ -59,12 +62,9 @@ pub fn hot() -> &'static Hot {
                 .map(|found| metrics::counter!("herald_claims_total", "lane" => lane, "found" => found.to_string()))
         };
         Hot {
-            attempts: Outcome::ALL
-                .iter()
-                .map(|o| metrics::counter!("herald_attempts_total", "outcome" => o.as_str()))
-                .collect::<Vec<_>>()
-                .try_into()
-                .unwrap_or_else(|_| unreachable!("one counter per outcome")),
+            attempts: std::array::from_fn(
+                |i| metrics::counter!("herald_attempts_total", "outcome" => Outcome::ALL[i].as_str()),
+            ),
             claims: [claims("fresh"), claims("retry")],
             delivery_latency: metrics::histogram!("herald_delivery_latency_seconds"),
             record_batch: metrics::histogram!("herald_record_batch_size"),

@@ -70,8 +70,8 @@ fn check_decoded(part: &str, raw: &str) -> Result<(), ApiError> {
 /// Whether `json` nests arrays and objects deeper than `max`. A linear scan that skips strings, so
 /// a hostile body is refused before a parser recurses into it.
 pub fn nests_deeper_than(json: &[u8], max: usize) -> bool {
-    // Fewer opening brackets than the limit cannot nest past it: one pass the compiler
-    // vectorizes settles most bodies without reading their strings.
+    // No more opening brackets than the limit cannot nest past it: a count the compiler
+    // vectorizes settles most bodies without tracking their strings.
     if json.iter().filter(|&&b| b == b'[' || b == b'{').count() <= max {
         return false;
     }

@@ -58,9 +58,9 @@ impl Received {
         Received { error: Some((kind, detail.to_string())), ..Received::default() }
     }
 
-    /// A header's value, if it is text.
+    /// The first value of a header, if it is UTF-8.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
+        self.headers.get(name).and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
     }
 }
 

@@ -349,7 +349,7 @@ impl Worker {
         let token = rand::random::<i64>().abs().max(1);
         let lease_until = now + lease_ms(&self.state.settings.delivery);
         let claimed = messages::claim(&self.state.db, lane, now, limit, lease_until, token, among).await?;
-        crate::telemetry::hot().claims(lane == Lane::Fresh, !claimed.is_empty()).increment(1);
+        crate::telemetry::hot().claims(lane, !claimed.is_empty()).increment(1);
         if claimed.is_empty() {
             return Ok(Vec::new());
         }

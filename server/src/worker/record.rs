@@ -117,7 +117,8 @@ async fn commit_batch(state: AppState, batch: Vec<Pending>) {
     crate::telemetry::hot().record_batch.record(size as f64);
 }
 
-fn attempt_row(r: &AttemptRecord) -> attempt::Model {
+/// The attempt's row; its request headers are moved into it.
+fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
     let msg = &r.message;
     attempt::Model {
         id: new_id("att"),
@@ -130,7 +131,7 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
         error_kind: r.received.error.as_ref().map(|(kind, _)| kind.as_str().to_string()),
         error_detail: r.received.error.as_ref().map(|(_, detail)| detail.clone()),
         outcome: r.decision.outcome.as_str().to_string(),
-        request_headers: r.request_headers.clone(),
+        request_headers: std::mem::take(&mut r.request_headers),
         response_headers: headers_json(&r.received.headers),
         response_body: (!r.received.body.is_empty())
             .then(|| String::from_utf8_lossy(&r.received.body).replace('\0', "\u{FFFD}")),
@@ -138,7 +139,7 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
 }
 
 /// One transaction for the whole batch; the results are in the batch's order.
-async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
+async fn write(state: &AppState, mut records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = state.now_ms();
     let ends: Vec<End> = records
         .iter()
@@ -148,7 +149,7 @@ async fn write(state: &AppState, records: Vec<AttemptRecord>) -> Result<Vec<Opti
             finish: r.decision.finish.clone(),
         })
         .collect();
-    let rows = records.iter().map(attempt_row).collect();
+    let rows = records.iter_mut().map(attempt_row).collect();
     let txn = state.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
