@@ -3,17 +3,20 @@
 # by crate. Unlike seconds, the count barely moves from run to run whatever
 # else the machine is doing (only the group commits' batch sizes vary), so it
 # shows a change of a few percent that the timed benchmarks cannot tell from
-# their noise. herald-bench runs the release
-# binary under callgrind twice, with a small and a large number of events (one
-# subscription); the difference between the two runs, divided by the
-# difference in events, leaves out start-up and setup.
+# their noise.
+#
+# herald-bench runs the release binary under callgrind twice, with a small and
+# a large number of events (one subscription); the difference between the two
+# runs, divided by the difference in events, leaves out start-up and setup.
 #
 #   bench/instructions.sh [--database-url postgres://…] [--small 1000] [--large 4000]
 #
-# Needs valgrind (Debian: apt-get install valgrind) and a release build
-# (cargo build --release -p server --bins). Loopback only; stops by itself.
-# Under valgrind the CPU has no SHA extensions, so sha2 counts its software
-# rounds, which the native binary does in hardware.
+# Needs valgrind and python3 (Debian: apt-get install valgrind) and a release
+# build (cargo build --release -p server --bins). Loopback only; stops by
+# itself. KEEP=1 keeps the callgrind files (named by run) for
+# `callgrind_annotate --inclusive=yes FILE`. Under valgrind the CPU has no SHA
+# extensions, so sha2 counts its software rounds, which the native binary
+# does in hardware.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,14 +32,14 @@ while (($#)); do
     esac
 done
 for tool in valgrind callgrind_annotate python3; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (apt-get install valgrind)" >&2; exit 2; }
+    command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
 HERALD=$(realpath "${HERALD:-target/release/herald}")
 BENCH=target/release/herald-bench
 [[ -x $HERALD && -x $BENCH ]] || { echo "build first: cargo build --release -p server --bins" >&2; exit 2; }
 
 WORK=$(mktemp -d /tmp/herald-instructions.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
+if [[ -n ${KEEP:-} ]]; then echo "keeping $WORK" >&2; else trap 'rm -rf "$WORK"' EXIT; fi
 cat >"$WORK/herald" <<EOF
 #!/bin/sh
 exec valgrind --tool=callgrind --callgrind-out-file=$WORK/callgrind.\$\$ "$HERALD" "\$@"
@@ -50,7 +53,12 @@ count() { # events → the per-function counts of one run, in $WORK/$1.txt
     "$BENCH" --herald "$WORK/herald" --events "$events" --concurrency 32 --subscriptions 1 \
         --scenario steady ${DATABASE_URL:+--database-url "$DATABASE_URL"} --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 ||
         { cat "$WORK/bench.log" >&2; exit 1; }
-    callgrind_annotate --auto=no --threshold=100 "$WORK"/callgrind.* >"$WORK/$events.txt"
+    # herald-bench stops Herald with SIGTERM and kills it after 10 s; killed, callgrind writes nothing.
+    local files=("$WORK"/callgrind.*)
+    [[ ${#files[@]} -eq 1 && -f ${files[0]} ]] ||
+        { echo "no callgrind output: Herald did not exit in time under valgrind (see $WORK/bench.log)" >&2; exit 1; }
+    mv "${files[0]}" "$WORK/$events.callgrind"
+    callgrind_annotate --auto=no --threshold=100 "$WORK/$events.callgrind" >"$WORK/$events.txt"
 }
 count "$SMALL"
 count "$LARGE"

@@ -94,9 +94,13 @@ run_wrk() { # url, header... → requests/s
     wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --latency -s "$WORK/post.lua" "$@" -H 'content-type: application/cloudevents+json' "$url" >"$WORK/wrk.out"
     awk '/Requests\/sec/ {print $2}' "$WORK/wrk.out"
 }
+measured() { # name, value: a run of wrk that printed no rate stops the script
+    [[ -n $2 ]] || { echo "wrk measured no $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1; }
+}
 
 echo "raw limit: wrk → nginx, $CONNECTIONS connections, ${SECONDS_RUN}s"
 RAW_BEFORE=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
+measured "raw limit" "$RAW_BEFORE"
 echo "  $RAW_BEFORE requests/s"
 
 # Herald on a fresh database.
@@ -127,6 +131,7 @@ echo "herald: wrk publishes to herald ($SUBSCRIPTIONS subscription(s)), ${SECOND
 python3 bench/cpu_split.py --seconds "$((SECONDS_RUN - 1))" --herald-pid "$HERALD_PID" >"$WORK/cpu.txt" &
 SPLIT_PID=$!
 PUBLISH=$(run_wrk "http://127.0.0.1:$HERALD_PORT/api/v1/events" -H "authorization: Bearer $KEY")
+measured "publish rate" "$PUBLISH"
 PUBLISHED=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
 NON2XX=$(awk '/Non-2xx/ {print $5}' "$WORK/wrk.out")
 echo "  $PUBLISH publishes/s ($PUBLISHED requests, ${NON2XX:-0} not accepted)"
@@ -151,6 +156,7 @@ HWM=$(awk '/VmHWM/ {print $2}' "/proc/$HERALD_PID/status")
 
 echo "raw limit again, with Herald idle: wrk → nginx, ${SECONDS_RUN}s"
 RAW_AFTER=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
+measured "raw limit" "$RAW_AFTER"
 echo "  $RAW_AFTER requests/s"
 python3 - "$WORK/hook.log" "$RAW_BEFORE" "$RAW_AFTER" "$EXPECTED" "$((CPU_AFTER - CPU_BEFORE))" "$TICKS" "$HWM" <<'EOF'
 import sys
