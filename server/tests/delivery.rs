@@ -3,7 +3,7 @@
 
 mod common;
 
-use app::domain::signing::{secret_key, sign};
+use app::domain::signing::SigningKey;
 use common::{TestApp, TestReceiver};
 use serde_json::{Value, json};
 
@@ -14,10 +14,10 @@ async fn subscribe(app: &TestApp, key: &str, url: String, extra: Value) -> Value
 }
 
 fn verify(secret: &str, seen: &common::Seen) -> bool {
-    let key = secret_key(secret).unwrap();
+    let key = SigningKey::from_secret(secret).unwrap();
     let id = seen.header("webhook-id");
     let ts: i64 = seen.header("webhook-timestamp").parse().unwrap();
-    let expected = sign(&key, id, ts, &seen.body);
+    let expected = key.sign(id, ts, &seen.body);
     seen.header("webhook-signature").split(' ').any(|s| s == expected)
 }
 

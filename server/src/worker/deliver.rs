@@ -60,7 +60,7 @@ impl Worker {
             }
         }
         let started_at = now;
-        let Some(outgoing) = request::build(sub, &self.state.sealer, &event.payload, &msg.id, started_at) else {
+        let Some(outgoing) = request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at) else {
             tracing::error!(message_id = %msg.id, "the stored event is unreadable");
             return;
         };

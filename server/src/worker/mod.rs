@@ -13,6 +13,7 @@ mod record;
 mod request;
 pub mod resolver;
 mod retry_times;
+mod signing_keys;
 mod targets;
 mod waiting;
 
@@ -35,6 +36,7 @@ use handoff::{Handed, Place, Ready, take_place};
 use lookout::{Look, Lookout};
 use record::Recorder;
 use retry_times::RetryTimes;
+use signing_keys::SigningKeys;
 use targets::Targets;
 use waiting::Waiting;
 
@@ -145,6 +147,7 @@ pub struct Worker {
     unrecorded: Arc<Semaphore>,
     recorder: Recorder,
     targets: Arc<Targets>,
+    signing_keys: Arc<SigningKeys>,
 }
 
 impl Worker {
@@ -159,7 +162,8 @@ impl Worker {
         // the memory they hold is bounded while the database falls behind the receivers.
         let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
         let targets = Arc::new(Targets::new(state.settings.allow_private_targets));
-        Worker { state, client, slots, unrecorded, recorder, targets }
+        let signing_keys = Arc::new(SigningKeys::new(state.sealer.clone()));
+        Worker { state, client, slots, unrecorded, recorder, targets, signing_keys }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight

@@ -4,41 +4,24 @@
 use std::time::Duration;
 
 use app::domain::event::CloudEvent;
-use app::domain::signing::{secret_key, signature_header};
+use app::domain::signing::signature_header;
 use app::domain::states::ContentMode;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::http::Outgoing;
-use crate::secrets::Sealer;
+use super::signing_keys::SigningKeys;
 use crate::store::entities::subscription;
 
 static WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 static WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
 static WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
 
-/// Every secret still valid at `now_ms`, opened: the current one, and the previous one during a
-/// rotation's overlap.
-fn signing_keys(sub: &subscription::Model, sealer: &Sealer, now_ms: i64) -> Vec<Vec<u8>> {
-    let previous =
-        sub.previous_secret.as_deref().filter(|_| sub.previous_secret_expires_at.is_some_and(|until| until > now_ms));
-    std::iter::once(sub.secret.as_str())
-        .chain(previous)
-        .filter_map(|sealed| match sealer.open(sealed, &sub.id) {
-            Ok(secret) => secret_key(&secret),
-            Err(e) => {
-                tracing::error!(subscription_id = %sub.id, error = %e, "a signing secret did not open");
-                None
-            }
-        })
-        .collect()
-}
-
 /// The request for a stored event (`payload`, as the publish stored it); `None`
 /// when the binary mode cannot read it back, or finds an attribute no header can carry
 /// (the publish refuses both).
 pub fn build(
     sub: &subscription::Model,
-    sealer: &Sealer,
+    keys: &SigningKeys,
     payload: &str,
     message_id: &str,
     now_ms: i64,
@@ -64,8 +47,7 @@ pub fn build(
         }
     };
     let timestamp = now_ms.div_euclid(1000);
-    let keys = signing_keys(sub, sealer, now_ms);
-    let signature = signature_header(keys.iter().map(Vec::as_slice), message_id, timestamp, &body);
+    let signature = signature_header(keys.of(sub, now_ms).iter(), message_id, timestamp, &body);
     headers.insert(WEBHOOK_ID.clone(), HeaderValue::from_str(message_id).ok()?);
     headers.insert(WEBHOOK_TIMESTAMP.clone(), HeaderValue::from(timestamp));
     headers.insert(WEBHOOK_SIGNATURE.clone(), HeaderValue::try_from(signature).ok()?);
