@@ -10,6 +10,7 @@ mod m0003_meta;
 mod m0004_open_message_indexes;
 mod m0005_routing_version;
 mod m0006_bytewise_keys;
+mod m0007_attempt_key;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_open_message_indexes::Migration),
             Box::new(m0005_routing_version::Migration),
             Box::new(m0006_bytewise_keys::Migration),
+            Box::new(m0007_attempt_key::Migration),
         ]
     }
 }

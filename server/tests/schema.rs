@@ -49,3 +49,43 @@ async fn every_index_compares_its_text_byte_by_byte() {
         keys.iter().filter(|(_, collation)| !matches!(collation.as_str(), "C" | "BINARY")).collect();
     assert!(by_language.is_empty(), "ordered by a language's rules: {by_language:?}");
 }
+
+/// An attempt is named by its message and number: attempts recorded while they
+/// had ids of their own keep everything else through the migration, and back.
+#[tokio::test]
+async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
+    use herald::store::attempts::for_message;
+    use migrations::{Migrator, MigratorTrait};
+
+    let test_db = common::TestDb::new().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    Migrator::up(&db, Some(6)).await.unwrap();
+    db.execute_unprepared(
+        "INSERT INTO attempts (id, message_id, customer_id, number, started_at, duration_ms, status_code, \
+           error_kind, error_detail, outcome, request_headers, response_headers, response_body) \
+         VALUES ('att_1', 'msg_1', 'cus_1', 1, 10, 5, 500, NULL, NULL, 'retryable', '{}', '{\"server\":\"x\"}', 'no'), \
+                ('att_2', 'msg_1', 'cus_1', 2, 20, 6, 200, NULL, NULL, 'success', '{}', '{}', 'ok')",
+    )
+    .await
+    .unwrap();
+    let seen = |attempts: Vec<herald::store::entities::attempt::Model>| -> Vec<(i32, i64, Option<String>)> {
+        attempts.into_iter().map(|a| (a.number, a.started_at, a.response_body)).collect()
+    };
+    let before = vec![(1, 10, Some("no".to_string())), (2, 20, Some("ok".to_string()))];
+
+    herald::store::migrate(&db).await.unwrap();
+    assert_eq!(seen(for_message(&db, "msg_1").await.unwrap()), before);
+    let again = "INSERT INTO attempts (message_id, customer_id, number, started_at, duration_ms, outcome, \
+                 request_headers, response_headers) VALUES ('msg_1', 'cus_1', 2, 30, 1, 'success', '{}', '{}')";
+    assert!(db.execute_unprepared(again).await.is_err(), "one attempt per message and number");
+
+    Migrator::down(&db, Some(1)).await.unwrap();
+    let ids = db
+        .query_all_raw(Statement::from_string(db.get_database_backend(), "SELECT id FROM attempts ORDER BY number"))
+        .await
+        .unwrap();
+    let ids: Vec<String> = ids.iter().map(|row| row.try_get("", "id").unwrap()).collect();
+    assert_eq!(ids, ["att_msg_1_1", "att_msg_1_2"]);
+    herald::store::migrate(&db).await.unwrap();
+    assert_eq!(seen(for_message(&db, "msg_1").await.unwrap()), before);
+}

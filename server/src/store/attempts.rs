@@ -19,7 +19,7 @@ pub async fn per_minute(
         .select_only()
         .column_as(minute, "minute")
         .column(Column::Outcome)
-        .column_as(Expr::col(Column::Id).count(), "n")
+        .column_as(Expr::col(Column::Number).count(), "n")
         .filter(Column::StartedAt.gte(since_ms))
         // By the alias: PostgreSQL would see two different expressions in two bound parameters.
         .group_by(Expr::col(Alias::new("minute")))

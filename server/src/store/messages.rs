@@ -326,7 +326,6 @@ fn recording_arrays(ends: &[End], attempts: &[attempt::Model]) -> Vec<Value> {
         arrays.push("next_attempt_at", f.next_attempt_at.into());
         arrays.push("delivered_at", f.delivered_at.into());
         arrays.push("last_status", f.last_status.into());
-        arrays.push("attempt_id", a.id.as_str().into());
         arrays.push("started_at", a.started_at.into());
         arrays.push("duration_ms", a.duration_ms.into());
         arrays.push("status_code", a.status_code.into());
@@ -351,7 +350,6 @@ const RECORDING_COLUMNS: recordset::Columns = &[
     nullable("next_attempt_at", Type::Int8),
     nullable("delivered_at", Type::Int8),
     nullable("last_status", Type::Int4),
-    col("attempt_id", Type::Text),
     col("started_at", Type::Int8),
     col("duration_ms", Type::Int8),
     nullable("status_code", Type::Int4),
@@ -379,7 +377,7 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
              lease_token = NULL, updated_at = ${now} \
            FROM {} \
            WHERE messages.id = r.id AND messages.lease_token = r.lease_token \
-           RETURNING r.attempt_id AS id, messages.id AS message_id, messages.customer_id, \
+           RETURNING messages.id AS message_id, messages.customer_id, \
              messages.attempt_count AS number, r.started_at, r.duration_ms, r.status_code, r.error_kind, \
              r.error_detail, r.outcome, r.request_headers, r.response_headers, r.response_body \
          ), recorded AS ( \

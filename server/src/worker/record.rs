@@ -13,7 +13,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::decide::Decision;
 use super::http::{Received, headers_json};
-use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
@@ -121,7 +120,6 @@ async fn commit_batch(state: AppState, batch: Vec<Pending>) {
 fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
     let msg = &r.message;
     attempt::Model {
-        id: new_id("att"),
         message_id: msg.id.clone(),
         customer_id: msg.customer_id.clone(),
         number: msg.attempt_count + 1,

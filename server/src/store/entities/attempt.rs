@@ -4,9 +4,9 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "attempts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
     pub message_id: String,
     pub customer_id: String,
+    #[sea_orm(primary_key, auto_increment = false)]
     pub number: i32,
     pub started_at: i64,
     pub duration_ms: i64,
