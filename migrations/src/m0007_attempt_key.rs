@@ -87,6 +87,11 @@ async fn rebuild(m: &SchemaManager<'_>, with_id: bool) -> Result<(), DbErr> {
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
+    /// All or nothing on SQLite too: a rebuild stopped halfway would leave no attempts table.
+    fn use_transaction(&self) -> Option<bool> {
+        Some(true)
+    }
+
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         if m.get_database_backend() != DbBackend::Postgres {
             return rebuild(m, false).await;
