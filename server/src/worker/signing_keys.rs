@@ -20,20 +20,16 @@ struct Opened {
     key: Option<SigningKey>,
 }
 
-/// A subscription's secrets as last seen: the current one, and the previous one during a rotation
-/// (until `previous_until`).
+/// A subscription's secrets as last seen: the current one, and the previous one during a rotation.
 struct Secrets {
     current: Opened,
     previous: Option<Opened>,
-    previous_until: Option<i64>,
 }
 
 impl Secrets {
     fn matches(&self, sub: &subscription::Model) -> bool {
         let previous = self.previous.as_ref().map(|p| p.sealed.as_str());
-        self.current.sealed == sub.secret
-            && previous == sub.previous_secret.as_deref()
-            && self.previous_until == sub.previous_secret_expires_at
+        self.current.sealed == sub.secret && previous == sub.previous_secret.as_deref()
     }
 }
 
@@ -67,14 +63,10 @@ impl SigningKeys {
         let secrets = match cached {
             Some(secrets) if secrets.matches(sub) => secrets,
             _ => {
-                // An expired previous secret is never used again (a new end comes with a new
-                // entry): it is not opened.
-                let previous = sub.previous_secret.as_deref().map(|sealed| match with_previous {
-                    true => self.open(sub, sealed),
-                    false => Opened { sealed: sealed.to_string(), key: None },
+                let secrets = Arc::new(Secrets {
+                    current: self.open(sub, &sub.secret),
+                    previous: sub.previous_secret.as_deref().map(|sealed| self.open(sub, sealed)),
                 });
-                let current = self.open(sub, &sub.secret);
-                let secrets = Arc::new(Secrets { current, previous, previous_until: sub.previous_secret_expires_at });
                 let mut by_subscription = self.by_subscription.lock().expect("signing keys");
                 if by_subscription.len() >= MAX_ENTRIES {
                     by_subscription.clear();
