@@ -11,9 +11,12 @@ mod m0004_open_message_indexes;
 mod m0005_routing_version;
 mod m0006_bytewise_keys;
 mod m0007_attempt_key;
+mod m0008_fewer_index_entries;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
+/// How queries spell the condition of the customer's log by state, for the same reason.
+pub use m0008_fewer_index_entries::UNDELIVERED;
 
 pub struct Migrator;
 
@@ -28,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0005_routing_version::Migration),
             Box::new(m0006_bytewise_keys::Migration),
             Box::new(m0007_attempt_key::Migration),
+            Box::new(m0008_fewer_index_entries::Migration),
         ]
     }
 }

@@ -40,7 +40,9 @@ async fn every_index_compares_its_text_byte_by_byte() {
     let keys = text_keys(&db).await;
     let names: Vec<&str> = keys.iter().map(|(key, _)| key.as_str()).collect();
     if db.get_database_backend() == DbBackend::Postgres {
-        for held in ["messages_pkey.id", "idx_messages_customer_state.state", "uq_events_customer_source_id.ce_id"] {
+        for held in
+            ["messages_pkey.id", "idx_messages_customer_undelivered.state", "uq_events_customer_source_id.ce_id"]
+        {
             assert!(names.contains(&held), "{held} not among {names:?}");
         }
     }
@@ -79,7 +81,7 @@ async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
                  request_headers, response_headers) VALUES ('msg_1', 'cus_1', 2, 30, 1, 'success', '{}', '{}')";
     assert!(db.execute_unprepared(again).await.is_err(), "one attempt per message and number");
 
-    Migrator::down(&db, Some(1)).await.unwrap();
+    Migrator::down(&db, Some(2)).await.unwrap();
     let ids = db
         .query_all_raw(Statement::from_string(db.get_database_backend(), "SELECT id FROM attempts ORDER BY number"))
         .await
@@ -88,4 +90,133 @@ async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
     assert_eq!(ids, ["att_msg_1_1", "att_msg_1_2"]);
     herald::store::migrate(&db).await.unwrap();
     assert_eq!(seen(for_message(&db, "msg_1").await.unwrap()), before);
+}
+
+/// A message row for the tests below, in `state`.
+fn message(id: &str, customer_id: &str, event_id: &str, state: &str) -> herald::store::entities::message::Model {
+    herald::store::entities::message::Model {
+        id: id.into(),
+        customer_id: customer_id.into(),
+        event_id: event_id.into(),
+        subscription_id: "sub_1".into(),
+        endpoint_id: "ep_1".into(),
+        event_type: "t".into(),
+        state: state.into(),
+        dead_reason: None,
+        attempt_count: 0,
+        attempt_base: 0,
+        ttl_started_at: 0,
+        expires_at: 86_400_000,
+        next_attempt_at: (state == "pending").then_some(0),
+        lease_token: None,
+        created_at: 0,
+        updated_at: 0,
+        delivered_at: None,
+        last_status: None,
+    }
+}
+
+/// A repeated publish answers with the event's message ids, which the event
+/// row lists since m0008: events stored before it get theirs from their
+/// messages, and keep them through a migration down and up again.
+#[tokio::test]
+async fn events_stored_earlier_get_their_message_ids() {
+    use herald::store::events::get;
+    use migrations::{Migrator, MigratorTrait};
+
+    let test_db = common::TestDb::new().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    Migrator::up(&db, Some(7)).await.unwrap();
+    db.execute_unprepared(
+        "INSERT INTO events (id, customer_id, source, ce_id, event_type, payload, created_at) \
+         VALUES ('evt_1', 'cus_1', '/s', 'e1', 't', '{}', 1), ('evt_2', 'cus_1', '/s', 'e2', 't', '{}', 1)",
+    )
+    .await
+    .unwrap();
+    let rows = ["msg_b", "msg_a"].map(|id| message(id, "cus_1", "evt_1", "delivered"));
+    herald::store::messages::insert_many(&db, rows.to_vec()).await.unwrap();
+    let ids = |db| async move {
+        let mut ids = Vec::new();
+        for id in ["evt_1", "evt_2"] {
+            ids.push(get(db, id).await.unwrap().unwrap().message_ids);
+        }
+        ids
+    };
+
+    herald::store::migrate(&db).await.unwrap();
+    assert_eq!(ids(&db).await, ["msg_a,msg_b", ""]);
+    Migrator::down(&db, Some(1)).await.unwrap();
+    let column = Statement::from_string(db.get_database_backend(), "SELECT message_ids FROM events");
+    assert!(db.query_all_raw(column).await.is_err(), "the column goes with the migration");
+    herald::store::migrate(&db).await.unwrap();
+    assert_eq!(ids(&db).await, ["msg_a,msg_b", ""]);
+}
+
+/// The overview's figures without the indexes m0008 dropped: messages not
+/// delivered counted by state, the delivered ones as the rest, and attempts
+/// per minute for one customer or for all.
+#[tokio::test]
+async fn the_overview_counts_each_state_and_every_customers_attempts() {
+    use herald::store::entities::{attempt, customer};
+    use herald::store::{attempts, customers, messages};
+
+    let test_db = common::TestDb::new().await;
+    let db = Database::connect(&test_db.url).await.unwrap();
+    herald::store::migrate(&db).await.unwrap();
+    for id in ["cus_a", "cus_b"] {
+        customers::insert(&db, customer::Model { id: id.into(), name: id.into(), created_at: 0 }).await.unwrap();
+    }
+    let rows = vec![
+        message("msg_1", "cus_a", "evt_1", "delivered"),
+        message("msg_2", "cus_a", "evt_1", "delivered"),
+        message("msg_3", "cus_a", "evt_2", "dead"),
+        message("msg_4", "cus_a", "evt_3", "pending"),
+        message("msg_5", "cus_b", "evt_4", "delivered"),
+        message("msg_6", "cus_b", "evt_4", "pending"),
+        message("msg_7", "cus_b", "evt_5", "pending"),
+    ];
+    messages::insert_many(&db, rows).await.unwrap();
+    let attempt = |message_id: &str, customer_id: &str, started_at: i64, outcome: &str| attempt::Model {
+        message_id: message_id.into(),
+        customer_id: customer_id.into(),
+        number: 1,
+        started_at,
+        duration_ms: 1,
+        status_code: Some(200),
+        error_kind: None,
+        error_detail: None,
+        outcome: outcome.into(),
+        request_headers: "{}".into(),
+        response_headers: "{}".into(),
+        response_body: None,
+    };
+    let tried = vec![
+        attempt("msg_1", "cus_a", 120_000, "success"),
+        attempt("msg_2", "cus_a", 130_000, "success"),
+        attempt("msg_3", "cus_a", 125_000, "failure"),
+        attempt("msg_5", "cus_b", 170_000, "success"),
+        attempt("msg_6", "cus_b", 10_000, "failure"),
+    ];
+    attempts::insert_many(&db, tried).await.unwrap();
+
+    let sorted = |mut counts: Vec<(String, i64)>| {
+        counts.retain(|(_, n)| *n > 0);
+        counts.sort();
+        counts
+    };
+    let counts = |pairs: &[(&str, i64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
+    let a = sorted(messages::count_by_state(&db, Some("cus_a")).await.unwrap());
+    assert_eq!(a, counts(&[("dead", 1), ("delivered", 2), ("pending", 1)]));
+    let all = sorted(messages::count_by_state(&db, None).await.unwrap());
+    assert_eq!(all, counts(&[("dead", 1), ("delivered", 3), ("pending", 3)]));
+
+    let minutes = |mut rows: Vec<(i64, String, i64)>| {
+        rows.sort();
+        rows
+    };
+    let a = minutes(attempts::per_minute(&db, Some("cus_a"), 60_000).await.unwrap());
+    assert_eq!(a, [(2, "failure".to_string(), 1), (2, "success".to_string(), 2)]);
+    let all = minutes(attempts::per_minute(&db, None, 60_000).await.unwrap());
+    let expected = [(2, "failure".to_string(), 1), (2, "success".to_string(), 3)];
+    assert_eq!(all, expected, "every customer's attempts since the first minute, none before");
 }

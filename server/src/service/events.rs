@@ -84,10 +84,12 @@ pub async fn send_test(state: &AppState, who: &Principal, subscription_id: &str)
         event_type: "herald.test".into(),
         payload: payload.to_string(),
         created_at: now,
+        message_ids: String::new(),
     };
     let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
     msg.expires_at = now + policy_of(&sub).ttl_secs as i64 * 1000;
     let id = msg.id.clone();
+    let row = event::Model { message_ids: id.clone(), ..row };
     let txn = state.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, vec![msg]).await?;

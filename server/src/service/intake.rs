@@ -26,7 +26,7 @@ use crate::ids::new_id;
 use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::writers::Writers;
-use crate::store::{events, messages, notify};
+use crate::store::{events, notify};
 use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
 use crate::worker::{Job, Wakeup};
 
@@ -188,7 +188,7 @@ async fn write_routed(
     let handing = parts.handoff.is_open();
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
-    let mut rows: Vec<Arc<event::Model>> = Vec::new();
+    let mut rows: Vec<event::Model> = Vec::new();
     let mut first_of: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
     for (customer_id, batch) in work {
@@ -201,7 +201,7 @@ async fn write_routed(
             }
             first_of.insert(key, rows.len());
             request_entries.push(Entry::Row(rows.len()));
-            rows.push(Arc::new(event::Model {
+            rows.push(event::Model {
                 id: new_id("evt"),
                 customer_id: customer_id.clone(),
                 source: ce.source().to_string(),
@@ -209,32 +209,39 @@ async fn write_routed(
                 event_type: ce.event_type().to_string(),
                 payload: ce.stored_text(),
                 created_at: now,
-            }));
+                message_ids: String::new(),
+            });
         }
         entries.push(request_entries);
     }
 
     // Every row's messages, before knowing which rows are new: the store keeps
     // only those of the events it inserts, and the others' hand-overs are dropped.
-    let token = rand::random::<i64>().abs().max(1);
     let mut new_messages: Vec<message::Model> = Vec::new();
+    let mut targets: Vec<(usize, &Target)> = Vec::new();
     let mut message_ids: Vec<Vec<String>> = Vec::with_capacity(rows.len());
-    let mut handed: Vec<(usize, Handed)> = Vec::new();
-    for (i, row) in rows.iter().enumerate() {
+    for (i, row) in rows.iter_mut().enumerate() {
         let mut ids = Vec::new();
-        let targets = targets_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
-        for target in targets.iter().filter(|t| t.accepts(&row.event_type)) {
+        let routed_to = targets_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
+        for target in routed_to.iter().filter(|t| t.accepts(&row.event_type)) {
             let sub = &target.subscription;
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
             msg.expires_at = now + target.policy.ttl_secs as i64 * 1000;
             ids.push(msg.id.clone());
-            let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
-            if let Some(one) = open.and_then(|e| hand_over(parts, e, sub, row, &mut msg, now, token)) {
-                handed.push((i, one));
-            }
             new_messages.push(msg);
+            targets.push((i, target));
         }
+        row.message_ids = ids.join(",");
         message_ids.push(ids);
+    }
+    let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
+    let token = rand::random::<i64>().abs().max(1);
+    let mut handed: Vec<(usize, Handed)> = Vec::new();
+    for (msg, (i, target)) in new_messages.iter_mut().zip(targets) {
+        let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
+        if let Some(one) = open.and_then(|e| hand_over(parts, e, &target.subscription, &rows[i], msg, now, token)) {
+            handed.push((i, one));
+        }
     }
 
     let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
@@ -329,6 +336,6 @@ async fn earlier(db: &DatabaseConnection, row: &event::Model) -> Result<Publishe
     let existing = events::find_by_key(db, &row.customer_id, &row.source, &row.ce_id)
         .await?
         .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
-    let message_ids = messages::ids_for_event(db, &existing.id).await?;
+    let message_ids = existing.message_ids.split(',').filter(|id| !id.is_empty()).map(str::to_string).collect();
     Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
 }

@@ -163,6 +163,7 @@ pub const COLUMNS: recordset::Columns = &[
     col("event_type", Type::Text),
     col("payload", Type::Text),
     col("created_at", Type::Int8),
+    col("message_ids", Type::Text),
 ];
 
 const ROUTED_CUSTOMER_COLUMNS: recordset::Columns = &[col("id", Type::Text), col("routing_version", Type::Int8)];

@@ -12,7 +12,7 @@ use sea_orm::{
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
 use app::domain::states::{EndpointState, MessageState};
-use migrations::{FRESH_LANE, RETRY_LANE};
+use migrations::{FRESH_LANE, RETRY_LANE, UNDELIVERED};
 
 use super::entities::message::{self, Column, Entity as Messages};
 use super::entities::{attempt, endpoint};
@@ -49,17 +49,6 @@ pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<message::
     Messages::find_by_id(id.to_string()).one(db).await
 }
 
-pub async fn ids_for_event(db: &impl ConnectionTrait, event_id: &str) -> Result<Vec<String>, DbErr> {
-    Messages::find()
-        .select_only()
-        .column(Column::Id)
-        .filter(Column::EventId.eq(event_id))
-        .order_by_asc(Column::Id)
-        .into_tuple()
-        .all(db)
-        .await
-}
-
 /// The delivery log's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
@@ -82,6 +71,10 @@ impl MessageFilter {
         }
         if let Some(v) = self.state {
             cond = cond.add(Column::State.eq(v.as_str()));
+            if v != MessageState::Delivered {
+                // Said literally, so that both databases read the log by state, which holds only these.
+                cond = cond.add(Expr::cust(UNDELIVERED));
+            }
         }
         if let Some(v) = &self.event_type {
             cond = cond.add(Column::EventType.eq(v.as_str()));
@@ -182,9 +175,14 @@ fn lane_due(backend: DbBackend, lane: Lane, now_ms: i64, among: Among<'_>) -> Co
     let pending = Column::State.eq(MessageState::Pending.as_str());
     let lane_condition = match lane {
         Lane::Fresh => Condition::all().add(pending).add(Expr::cust(FRESH_LANE)).add(due.clone()),
-        Lane::Retry => Condition::any()
-            .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
-            .add(Condition::all().add(Column::State.eq(MessageState::Delivering.as_str())).add(due.clone())),
+        // Retries, and the messages whose lease ended, first attempts or not.
+        Lane::Retry => {
+            let delivering = || Column::State.eq(MessageState::Delivering.as_str());
+            Condition::any()
+                .add(Condition::all().add(pending).add(Expr::cust(RETRY_LANE)).add(due.clone()))
+                .add(Condition::all().add(delivering()).add(Expr::cust(RETRY_LANE)).add(due.clone()))
+                .add(Condition::all().add(delivering()).add(Expr::cust(FRESH_LANE)).add(due.clone()))
+        }
     };
     match among {
         // One endpoint's: its own index range, the other endpoints' messages unread.
@@ -560,16 +558,23 @@ pub async fn release_endpoint(
 
 /// Held messages whose TTL has ended become dead, `expired`.
 pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
-    let result = Messages::update_many()
+    let mut expired = 0;
+    // One statement per lane, each reading that lane's index.
+    for lane in [FRESH_LANE, RETRY_LANE] {
+        expired += expire_held_in(lane, now_ms).exec(db).await?.rows_affected;
+    }
+    Ok(expired)
+}
+
+fn expire_held_in(lane: &'static str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    Messages::update_many()
         .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
         .col_expr(Column::DeadReason, Expr::val("expired"))
         .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::State.eq(MessageState::Held.as_str()))
+        .filter(Expr::cust(lane))
         .filter(Column::NextAttemptAt.lte(now_ms))
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected)
 }
 
 /// Ends the pending messages of a deleted subscription.
@@ -606,17 +611,26 @@ pub async fn move_to_endpoint(
         .map(|_| ())
 }
 
-/// How many messages are in each state: (state, count).
+/// How many messages are in each state: (state, count). One statement, so
+/// one snapshot: the messages not delivered by state, from the log by state
+/// that holds only them, and the delivered ones as all the rest.
 pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
-    let mut query = Messages::find()
-        .select_only()
-        .column(Column::State)
-        .column_as(Expr::col(Column::Id).count(), "n")
-        .group_by(Column::State);
-    if let Some(customer_id) = customer_id {
-        query = query.filter(Column::CustomerId.eq(customer_id));
-    }
-    query.into_tuple().all(db).await
+    let backend = db.get_database_backend();
+    let parameter = if backend == DbBackend::Postgres { "$1" } else { "?1" };
+    let (of_customer, values) = match customer_id {
+        Some(id) => (format!("customer_id = {parameter}"), vec![Value::from(id)]),
+        None => ("TRUE".to_string(), Vec::new()),
+    };
+    let delivered = MessageState::Delivered.as_str();
+    let sql = format!(
+        "WITH undelivered AS ( \
+           SELECT state, count(*) AS n FROM messages WHERE {UNDELIVERED} AND {of_customer} GROUP BY state) \
+         SELECT state, n FROM undelivered \
+         UNION ALL SELECT '{delivered}', CAST((SELECT count(*) FROM messages WHERE {of_customer}) \
+           - (SELECT coalesce(sum(n), 0) FROM undelivered) AS BIGINT)"
+    );
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+    rows.iter().map(|row| Ok((row.try_get("", "state")?, row.try_get::<i64>("", "n")?))).collect()
 }
 
 #[cfg(test)]
@@ -655,9 +669,42 @@ mod tests {
         let busy = ["ep_busy".to_string()];
         let fresh = pick_plan(Lane::Fresh, Among::AllBut(&busy)).await;
         assert!(fresh.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{fresh}");
+        assert!(!fresh.contains("idx_messages_retry"), "{fresh}");
         let retry = pick_plan(Lane::Retry, Among::AllBut(&busy)).await;
         assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
-        assert!(!retry.contains("idx_messages_fresh"), "{retry}");
+    }
+
+    /// The retry lane reads the fresh lane's index only for first attempts whose
+    /// lease ended (`delivering`, due), never its pending messages.
+    #[tokio::test]
+    async fn the_retry_lane_finds_ended_leases_in_both_lanes_indexes() {
+        let retry = pick_plan(Lane::Retry, Among::AllBut(&[])).await;
+        assert!(retry.contains("MULTI-INDEX OR"), "{retry}");
+        assert!(retry.contains("idx_messages_retry (state=? AND next_attempt_at<?)"), "{retry}");
+        assert!(retry.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{retry}");
+        assert!(!retry.contains("SCAN messages"), "{retry}");
+    }
+
+    #[tokio::test]
+    async fn expiry_reads_each_lanes_index() {
+        for (lane, index) in [(FRESH_LANE, "idx_messages_fresh"), (RETRY_LANE, "idx_messages_retry")] {
+            let update = expire_held_in(lane, 1_000).build(DbBackend::Sqlite);
+            let plan = plan(update).await.join("\n");
+            assert!(plan.contains(&format!("{index} (state=? AND next_attempt_at<?)")), "{plan}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_log_by_state_reads_the_undelivered_index_except_for_delivered() {
+        let log = |state| async move {
+            let filter = MessageFilter { customer_id: Some("cus_a".into()), state: Some(state), ..Default::default() };
+            let select = Messages::find().filter(filter.condition()).order_by_desc(Column::Id).limit(51);
+            plan(select.build(DbBackend::Sqlite)).await.join("\n")
+        };
+        let dead = log(MessageState::Dead).await;
+        assert!(dead.contains("idx_messages_customer_undelivered (customer_id=? AND state=?)"), "{dead}");
+        let delivered = log(MessageState::Delivered).await;
+        assert!(delivered.contains("idx_messages_customer (customer_id=?)"), "{delivered}");
     }
 
     #[tokio::test]

@@ -11,6 +11,9 @@ pub struct Model {
     pub event_type: String,
     pub payload: String,
     pub created_at: i64,
+    /// The ids of the messages the event was routed to, comma-separated, in
+    /// the order they were made: what a repeated publish answers.
+    pub message_ids: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
