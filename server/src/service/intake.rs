@@ -24,7 +24,7 @@ use super::{Result, ServiceError};
 use crate::clock::SharedClock;
 use crate::ids::new_id;
 use crate::store::endpoints::gate_of;
-use crate::store::entities::{endpoint, event, message, subscription};
+use crate::store::entities::{endpoint, event, message};
 use crate::store::writers::Writers;
 use crate::store::{events, notify};
 use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
@@ -235,14 +235,16 @@ async fn write_routed(
         message_ids.push(ids);
     }
     let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
+    // The lane's places, reserved before the write: the messages that got one are stored leased.
     let token = rand::random::<i64>().abs().max(1);
-    let mut handed: Vec<(usize, Handed)> = Vec::new();
-    for (msg, (i, target)) in new_messages.iter_mut().zip(targets) {
-        let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
-        if let Some(one) = open.and_then(|e| hand_over(parts, e, &target.subscription, &rows[i], msg, now, token)) {
-            handed.push((i, one));
-        }
-    }
+    let reserved: Vec<Option<Reserved>> = new_messages
+        .iter_mut()
+        .zip(&targets)
+        .map(|(msg, (_, target))| {
+            let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
+            open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
+        })
+        .collect();
 
     let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
     by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
@@ -252,11 +254,20 @@ async fn write_routed(
     };
 
     // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
-    // to the lane until their lease ends.
-    let reserved = handed.len();
-    let handed: Vec<Handed> =
-        handed.into_iter().filter(|(i, _)| inserted.contains(&rows[*i].id)).map(|(_, h)| h).collect();
-    let dropped_reservations = handed.len() < reserved;
+    // to the lane until their lease ends. Each leased message moves into its job; a repeated
+    // event's messages were not stored, and their places are given back.
+    let mut handed: Vec<Handed> = Vec::with_capacity(reserved.len());
+    let mut pending: Vec<String> = Vec::new();
+    let mut dropped_reservations = false;
+    for ((msg, (i, target)), reservation) in new_messages.into_iter().zip(targets).zip(reserved) {
+        let stored = inserted.contains(&rows[i].id);
+        match reservation {
+            Some(reserved) if stored => handed.push(hand_over(reserved, msg, target, &rows[i])),
+            Some(_) => dropped_reservations = true,
+            None if stored => pending.push(msg.endpoint_id),
+            None => {}
+        }
+    }
     let mut stored: Vec<Result<PublishedEvent>> = Vec::with_capacity(rows.len());
     for (row, ids) in rows.iter().zip(message_ids) {
         if !inserted.contains(&row.id) {
@@ -270,11 +281,6 @@ async fn write_routed(
             message_ids: ids,
         }));
     }
-    let mut pending: Vec<String> = new_messages
-        .into_iter()
-        .filter(|m| m.lease_token.is_none() && inserted.contains(&m.event_id))
-        .map(|m| m.endpoint_id)
-        .collect();
     pending.sort();
     pending.dedup();
     if !pending.is_empty() {
@@ -304,31 +310,34 @@ async fn write_routed(
     Ok(Some(Written { answers, handed, pending, dropped_reservations }))
 }
 
-/// Leases the message for the fresh lane when the lane has room for it (its
-/// endpoint's circuit is closed).
-fn hand_over(
+/// Reserves a place in the fresh lane for the message when the lane has room
+/// for it (its endpoint's circuit is closed), and marks it leased.
+fn lease(
     parts: &IntakeParts,
-    endpoint: &Arc<endpoint::Model>,
-    sub: &Arc<subscription::Model>,
-    row: &Arc<event::Model>,
+    endpoint: &endpoint::Model,
     msg: &mut message::Model,
     now: i64,
     token: i64,
-) -> Option<Handed> {
+) -> Option<Reserved> {
     let reserved = parts.handoff.reserve(&endpoint.id)?;
     msg.state = MessageState::Delivering.as_str().into();
     msg.next_attempt_at = Some(now + parts.lease_ms);
     msg.lease_token = Some(token);
+    Some(reserved)
+}
+
+/// The stored, leased message with what its attempt needs, in the place reserved for it.
+fn hand_over(reserved: Reserved, message: message::Model, target: &Target, row: &Arc<event::Model>) -> Handed {
     let job = Job {
-        message: msg.clone(),
-        subscription: Some(Arc::clone(sub)),
+        message,
+        subscription: Some(Arc::clone(&target.subscription)),
         event: Some(Arc::clone(row)),
-        endpoint: Some(Arc::clone(endpoint)),
+        endpoint: target.endpoint.clone(),
     };
-    Some(match reserved {
+    match reserved {
         Reserved::Place(place) => Handed::Start(Ready { job, place }),
         Reserved::Spot(spot) => Handed::Wait(job, spot),
-    })
+    }
 }
 
 /// The answer for an event published before this batch.
