@@ -2,7 +2,7 @@
 //! every request. An entry lives a minute: a key removed from the database
 //! (by hand, or by another process) stops working within that time.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! `limits.publish_per_sec` is set). The bucket is a pure rule on the clock's
 //! milliseconds, so tests move a manual clock instead of waiting.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use axum::extract::FromRequestParts;

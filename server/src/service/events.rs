@@ -1,7 +1,7 @@
 //! Publishing: parsing, who may publish for whom, and the test event. The
 //! events and their messages are written by the intake (group commit).
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use app::domain::dto;

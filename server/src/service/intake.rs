@@ -8,7 +8,7 @@
 //! Messages whose endpoint and lane have room are stored already leased and
 //! handed straight to the fresh lane.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use app::domain::breaker::Gate;

@@ -7,7 +7,7 @@
 //! own, yet never stores messages for a subscription as it was before a change
 //! committed ahead of it, whichever process made the change.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 
 use sea_orm::{ConnectionTrait, DbErr};

@@ -1,4 +1,4 @@
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
 use sea_orm::{

@@ -1,7 +1,7 @@
 //! Messages: insertion, the delivery log's queries, and the worker's claim and
 //! finish, every state change guarded by the state (and lease) it expects.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};

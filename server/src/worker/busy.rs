@@ -1,7 +1,7 @@
 //! Attempts in flight per endpoint, so that one slow receiver holds at most
 //! `endpoint_concurrency` workers and the claim passes over it while it does.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Default)]

@@ -17,7 +17,7 @@ mod signing_keys;
 mod targets;
 mod waiting;
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

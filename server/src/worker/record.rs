@@ -4,7 +4,9 @@
 //! endpoint's other messages. A lone attempt is written at once; under load,
 //! the attempts that finish while a batch is being written form the next one.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::HashSet;
 
 use app::domain::breaker::{Circuit, Transition};
 use app::domain::states::{EndpointState, Outcome};
@@ -76,7 +78,7 @@ async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
         // One attempt per message in a batch: a message leased again after its lease ran
         // out may bring two, and only the current lease's may be recorded (both would
         // claim the same attempt number).
-        let mut messages = HashSet::from([first.record.message.id.clone()]);
+        let mut messages: HashSet<String> = [first.record.message.id.clone()].into_iter().collect();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match incoming.try_recv() {

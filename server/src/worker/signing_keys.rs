@@ -3,7 +3,7 @@
 //! subscription's secrets change only when it is rotated: a rotation stores
 //! new sealed values, which are opened when first seen.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use app::domain::signing::SigningKey;

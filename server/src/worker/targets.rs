@@ -2,7 +2,7 @@
 //! takes it and whether it names a private address literally, and reading the
 //! text twice for every delivery cost more than looking it up.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use app::domain::target::TargetUrl;

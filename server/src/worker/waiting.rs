@@ -4,7 +4,9 @@
 //! going back to the database, and start as the endpoint's attempts finish.
 //! None waits longer than `MAX_WAIT_MS`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 
 use super::deliver::Job;
 use super::handoff::{Place, Ready, Spot};
