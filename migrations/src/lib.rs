@@ -15,8 +15,8 @@ mod m0008_fewer_index_entries;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
-/// How queries spell the condition of the customer's log by state, for the same reason.
-pub use m0008_fewer_index_entries::UNDELIVERED;
+/// How queries spell the conditions of the log by state and of an endpoint's waiting messages, for the same reason.
+pub use m0008_fewer_index_entries::{UNDELIVERED, WAITING};
 
 pub struct Migrator;
 

@@ -9,10 +9,15 @@
 //! - all attempts by time (the admin's overview): the per-customer index is
 //!   read once per customer.
 //!
-//! The log by customer and state keeps only the messages not delivered, which
-//! are the ones a state filter looks for; a message leaves it when delivered,
-//! and a filter on `delivered` reads the customer's log, nearly all of which
-//! it matches.
+//! Two indexes keep fewer rows:
+//! - the log by customer and state keeps only the messages not delivered,
+//!   which are the ones a state filter looks for; a message leaves it when
+//!   delivered, and a filter on `delivered` reads the customer's log, nearly all
+//!   of which it matches;
+//! - an endpoint's open messages keep only those waiting (pending or held):
+//!   what locking, unlocking and refilling an endpoint read. A message leased
+//!   from the start (handed to the lane at publish) never enters it, and an
+//!   ended lease is found through the lanes' indexes.
 
 use sea_orm_migration::prelude::*;
 use sea_orm_migration::schema::*;
@@ -24,35 +29,42 @@ pub struct Migration;
 /// The condition of the customer's log by state, as queries must spell it to use that index.
 pub const UNDELIVERED: &str = "state <> 'delivered'";
 
+/// The condition (beyond being open) of an endpoint's waiting messages, likewise.
+pub const WAITING: &str = "state <> 'delivering'";
+
 #[derive(DeriveIden)]
 enum Events {
     Table,
     MessageIds,
 }
 
-/// (name, table, columns) of the indexes this migration drops.
-const DROPPED: [(&str, &str, &[&str]); 4] = [
-    ("idx_messages_event", "messages", &["event_id"]),
-    ("idx_messages_due", "messages", &["state", "next_attempt_at"]),
-    ("idx_messages_customer_state", "messages", &["customer_id", "state", "id"]),
-    ("idx_attempts_started", "attempts", &["started_at"]),
+/// Open messages: those with a next attempt (m0004).
+const OPEN: &str = "next_attempt_at IS NOT NULL";
+
+/// (name, table, columns, conditions) of the indexes this migration drops.
+const DROPPED: [(&str, &str, &[&str], &[&str]); 5] = [
+    ("idx_messages_event", "messages", &["event_id"], &[]),
+    ("idx_messages_due", "messages", &["state", "next_attempt_at"], &[OPEN]),
+    ("idx_messages_customer_state", "messages", &["customer_id", "state", "id"], &[]),
+    ("idx_messages_endpoint", "messages", &["endpoint_id", "state", "next_attempt_at"], &[OPEN]),
+    ("idx_attempts_started", "attempts", &["started_at"], &[]),
 ];
 
-const BY_STATE: &str = "idx_messages_customer_undelivered";
+/// (name, columns, conditions) of the messages' indexes that replace two of them.
+const CREATED: [(&str, &[&str], &[&str]); 2] = [
+    ("idx_messages_customer_undelivered", &["customer_id", "state", "id"], &[UNDELIVERED]),
+    ("idx_messages_endpoint_waiting", &["endpoint_id", "state", "next_attempt_at"], &[OPEN, WAITING]),
+];
 
-/// `idx_messages_due` held open messages only (m0004).
-fn condition_of(name: &str) -> Option<&'static str> {
-    (name == "idx_messages_due").then_some("next_attempt_at IS NOT NULL")
-}
-
-fn create(name: &str, table: &str, columns: &[&str], condition: Option<&'static str>) -> IndexCreateStatement {
+/// An index; partial when `conditions` holds any, which it then requires all of.
+fn create(name: &str, table: &str, columns: &[&str], conditions: &[&'static str]) -> IndexCreateStatement {
     let mut stmt = Index::create();
     stmt.name(name).table(Alias::new(table));
     for column in columns {
         stmt.col(Alias::new(*column));
     }
-    if let Some(condition) = condition {
-        stmt.and_where(Expr::cust(condition));
+    for condition in conditions {
+        stmt.and_where(Expr::cust(*condition));
     }
     stmt
 }
@@ -88,16 +100,21 @@ impl MigrationTrait for Migration {
         let add = Table::alter().table(Events::Table).add_column(text(Events::MessageIds).default("")).to_owned();
         m.alter_table(add).await?;
         m.get_connection().execute_unprepared(backfill(m.get_database_backend())).await?;
-        for (name, table, _) in DROPPED {
+        for (name, table, _, _) in DROPPED {
             m.drop_index(drop(name, table)).await?;
         }
-        m.create_index(create(BY_STATE, "messages", &["customer_id", "state", "id"], Some(UNDELIVERED))).await
+        for (name, columns, conditions) in CREATED {
+            m.create_index(create(name, "messages", columns, conditions)).await?;
+        }
+        Ok(())
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.drop_index(drop(BY_STATE, "messages")).await?;
-        for (name, table, columns) in DROPPED {
-            m.create_index(create(name, table, columns, condition_of(name))).await?;
+        for (name, _, _) in CREATED {
+            m.drop_index(drop(name, "messages")).await?;
+        }
+        for (name, table, columns, conditions) in DROPPED {
+            m.create_index(create(name, table, columns, conditions)).await?;
         }
         let remove = Table::alter().table(Events::Table).drop_column(Events::MessageIds).to_owned();
         m.alter_table(remove).await

@@ -12,7 +12,7 @@ use sea_orm::{
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
 use app::domain::states::{EndpointState, MessageState};
-use migrations::{FRESH_LANE, RETRY_LANE, UNDELIVERED};
+use migrations::{FRESH_LANE, RETRY_LANE, UNDELIVERED, WAITING};
 
 use super::entities::message::{self, Column, Entity as Messages};
 use super::entities::{attempt, endpoint};
@@ -109,6 +109,12 @@ fn open() -> Expr {
     Column::NextAttemptAt.is_not_null()
 }
 
+/// Open messages not leased: pending or held. An endpoint's index holds only
+/// these; a query must say so to use it.
+fn waiting() -> Condition {
+    Condition::all().add(open()).add(Expr::cust(WAITING))
+}
+
 /// The two queues of the worker: first attempts, and everything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
@@ -170,9 +176,10 @@ pub async fn claim(
 
 /// The lane's due messages of the endpoints `among` names.
 fn lane_due(backend: DbBackend, lane: Lane, now_ms: i64, among: Among<'_>) -> Condition {
-    // Each lane reads its own partial index, named by the same literal condition.
+    // Each lane reads its own partial index, named by the same literal condition;
+    // an endpoint's pending messages are among its waiting ones, said literally too.
     let due = Column::NextAttemptAt.lte(now_ms);
-    let pending = Column::State.eq(MessageState::Pending.as_str());
+    let pending = Condition::all().add(Column::State.eq(MessageState::Pending.as_str())).add(Expr::cust(WAITING));
     let lane_condition = match lane {
         Lane::Fresh => Condition::all().add(pending).add(Expr::cust(FRESH_LANE)).add(due.clone()),
         // Retries, and the messages whose lease ended, first attempts or not.
@@ -520,16 +527,17 @@ pub async fn replay(
 /// Holds every waiting message of an endpoint that just locked; each is due
 /// to expire at the end of its TTL.
 pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &str, now_ms: i64) -> Result<u64, DbErr> {
-    let result = Messages::update_many()
+    Ok(holding(endpoint_id, now_ms).exec(db).await?.rows_affected)
+}
+
+fn holding(endpoint_id: &str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    Messages::update_many()
         .col_expr(Column::State, Expr::val(MessageState::Held.as_str()))
         .col_expr(Column::NextAttemptAt, Expr::col(Column::ExpiresAt))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::EndpointId.eq(endpoint_id))
         .filter(Column::State.eq(MessageState::Pending.as_str()))
-        .filter(open())
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected)
+        .filter(waiting())
 }
 
 /// Makes an endpoint's waiting messages due now: held ones after an unlock,
@@ -541,19 +549,20 @@ pub async fn release_endpoint(
     up_to_ms: i64,
     now_ms: i64,
 ) -> Result<u64, DbErr> {
-    let waiting = Condition::any().add(Column::State.eq(MessageState::Held.as_str())).add(
+    Ok(releasing(endpoint_id, up_to_ms, now_ms).exec(db).await?.rows_affected)
+}
+
+fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    let released = Condition::any().add(Column::State.eq(MessageState::Held.as_str())).add(
         Condition::all().add(Column::State.eq(MessageState::Pending.as_str())).add(Column::NextAttemptAt.lte(up_to_ms)),
     );
-    let result = Messages::update_many()
+    Messages::update_many()
         .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
         .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::EndpointId.eq(endpoint_id))
-        .filter(waiting)
-        .filter(open())
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected)
+        .filter(released)
+        .filter(waiting())
 }
 
 /// Held messages whose TTL has ended become dead, `expired`.
@@ -710,7 +719,25 @@ mod tests {
     #[tokio::test]
     async fn a_claim_for_one_endpoint_reads_that_endpoints_index_range() {
         let fresh = pick_plan(Lane::Fresh, Among::Endpoint("ep_a")).await;
-        assert!(fresh.contains("idx_messages_endpoint (endpoint_id=? AND state=? AND next_attempt_at<?)"), "{fresh}");
+        assert!(
+            fresh.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=? AND next_attempt_at<?)"),
+            "{fresh}"
+        );
+        let retry = pick_plan(Lane::Retry, Among::Endpoint("ep_a")).await;
+        assert!(
+            retry.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=? AND next_attempt_at<?)"),
+            "{retry}"
+        );
+        assert!(!retry.contains("SCAN messages"), "ended leases are found in the lanes' indexes: {retry}");
+    }
+
+    #[tokio::test]
+    async fn locking_and_unlocking_an_endpoint_read_its_waiting_messages() {
+        let hold = plan(holding("ep_a", 1_000).build(DbBackend::Sqlite)).await.join("\n");
+        assert!(hold.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=?"), "{hold}");
+        let release = plan(releasing("ep_a", 1_000, 1_000).build(DbBackend::Sqlite)).await.join("\n");
+        assert!(release.contains("idx_messages_endpoint_waiting (endpoint_id=?"), "{release}");
+        assert!(!release.contains("SCAN messages"), "{release}");
     }
 
     #[tokio::test]
