@@ -2,9 +2,10 @@
 //! every request. An entry lives a minute: a key removed from the database
 //! (by hand, or by another process) stops working within that time.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use foldhash::HashMap;
 
 const TTL: Duration = Duration::from_secs(60);
 /// Past this many keys the cache starts over, so unknown tokens cannot grow it.

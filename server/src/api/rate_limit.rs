@@ -2,11 +2,11 @@
 //! `limits.publish_per_sec` is set). The bucket is a pure rule on the clock's
 //! milliseconds, so tests move a manual clock instead of waiting.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use foldhash::HashMap;
 
 use super::problem::ApiError;
 use crate::config::LimitSettings;

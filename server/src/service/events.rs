@@ -1,11 +1,11 @@
 //! Publishing: parsing, who may publish for whom, and the test event. The
 //! events and their messages are written by the intake (group commit).
 
-use foldhash::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use app::domain::dto;
 use app::domain::errors::FieldError;
+use foldhash::HashMap;
 
 use app::domain::event::CloudEvent;
 use app::domain::policy::RetryPolicy;

@@ -8,13 +8,13 @@
 //! Messages whose endpoint and lane have room are stored already leased and
 //! handed straight to the fresh lane.
 
-use foldhash::{HashMap, HashMapExt};
 use std::sync::Arc;
 
 use app::domain::breaker::Gate;
 use app::domain::dto::{PublishResult, PublishedEvent};
 use app::domain::event::CloudEvent;
 use app::domain::states::MessageState;
+use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 

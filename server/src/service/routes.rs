@@ -7,9 +7,9 @@
 //! own, yet never stores messages for a subscription as it was before a change
 //! committed ahead of it, whichever process made the change.
 
-use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 
+use foldhash::{HashMap, HashMapExt};
 use sea_orm::{ConnectionTrait, DbErr};
 
 use app::domain::policy::RetryPolicy;

@@ -1,6 +1,6 @@
-use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
+use foldhash::{HashSet, HashSetExt};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, Statement, TransactionTrait, TryInsertResult,

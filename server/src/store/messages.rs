@@ -1,9 +1,9 @@
 //! Messages: insertion, the delivery log's queries, and the worker's claim and
 //! finish, every state change guarded by the state (and lease) it expects.
 
-use foldhash::{HashSet, HashSetExt};
 use std::sync::LazyLock;
 
+use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType, Query};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IdenStatic, Iterable, QueryFilter, QueryOrder,

@@ -1,8 +1,9 @@
 //! Attempts in flight per endpoint, so that one slow receiver holds at most
 //! `endpoint_concurrency` workers and the claim passes over it while it does.
 
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
+
+use foldhash::HashMap;
 
 #[derive(Clone, Default)]
 pub struct EndpointSlots {

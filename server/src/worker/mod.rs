@@ -17,10 +17,10 @@ mod signing_keys;
 mod targets;
 mod waiting;
 
-use foldhash::{HashMap, HashMapExt};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::{HashMap, HashMapExt};
 use sea_orm::DbErr;
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio::task::JoinSet;

@@ -3,10 +3,10 @@
 //! subscription's secrets change only when it is rotated: a rotation stores
 //! new sealed values, which are opened when first seen.
 
-use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use app::domain::signing::SigningKey;
+use foldhash::HashMap;
 
 use crate::secrets::Sealer;
 use crate::store::entities::subscription;

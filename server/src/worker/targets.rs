@@ -2,10 +2,10 @@
 //! takes it and whether it names a private address literally, and reading the
 //! text twice for every delivery cost more than looking it up.
 
-use foldhash::HashMap;
 use std::sync::Mutex;
 
 use app::domain::target::TargetUrl;
+use foldhash::HashMap;
 use url::Url;
 
 /// URLs kept at most; past this the table starts again (a miss costs one parse).
