@@ -2,7 +2,7 @@
 
 mod common;
 
-use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 
 /// Every text key column of Herald's indexes, as ("index.column", collation).
 /// SeaORM's own table is not Herald's to change.
@@ -32,10 +32,16 @@ async fn text_keys(db: &impl ConnectionTrait) -> Vec<(String, String)> {
     rows.iter().map(|row| (row.try_get("", "key").unwrap(), row.try_get("", "coll").unwrap())).collect()
 }
 
-#[tokio::test]
-async fn every_index_compares_its_text_byte_by_byte() {
+/// A database of its own, connected, with no table yet; dropped with the first half.
+async fn fresh_database() -> (common::TestDb, DatabaseConnection) {
     let test_db = common::TestDb::new().await;
     let db = Database::connect(&test_db.url).await.unwrap();
+    (test_db, db)
+}
+
+#[tokio::test]
+async fn every_index_compares_its_text_byte_by_byte() {
+    let (_test_db, db) = fresh_database().await;
     herald::store::migrate(&db).await.unwrap();
     let keys = text_keys(&db).await;
     let names: Vec<&str> = keys.iter().map(|(key, _)| key.as_str()).collect();
@@ -59,8 +65,7 @@ async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
     use herald::store::attempts::for_message;
     use migrations::{Migrator, MigratorTrait};
 
-    let test_db = common::TestDb::new().await;
-    let db = Database::connect(&test_db.url).await.unwrap();
+    let (_test_db, db) = fresh_database().await;
     Migrator::up(&db, Some(6)).await.unwrap();
     db.execute_unprepared(
         "INSERT INTO attempts (id, message_id, customer_id, number, started_at, duration_ms, status_code, \
@@ -124,8 +129,7 @@ async fn events_stored_earlier_get_their_message_ids() {
     use herald::store::events::get;
     use migrations::{Migrator, MigratorTrait};
 
-    let test_db = common::TestDb::new().await;
-    let db = Database::connect(&test_db.url).await.unwrap();
+    let (_test_db, db) = fresh_database().await;
     Migrator::up(&db, Some(7)).await.unwrap();
     db.execute_unprepared(
         "INSERT INTO events (id, customer_id, source, ce_id, event_type, payload, created_at) \
@@ -160,8 +164,7 @@ async fn the_overview_counts_each_state_and_every_customers_attempts() {
     use herald::store::entities::{attempt, customer};
     use herald::store::{attempts, customers, messages};
 
-    let test_db = common::TestDb::new().await;
-    let db = Database::connect(&test_db.url).await.unwrap();
+    let (_test_db, db) = fresh_database().await;
     herald::store::migrate(&db).await.unwrap();
     for id in ["cus_a", "cus_b"] {
         customers::insert(&db, customer::Model { id: id.into(), name: id.into(), created_at: 0 }).await.unwrap();

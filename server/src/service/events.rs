@@ -76,7 +76,7 @@ pub async fn send_test(state: &AppState, who: &Principal, subscription_id: &str)
         "specversion": "1.0", "id": ce_id, "source": "/herald/test", "type": "herald.test",
         "time": crate::clock::to_utc(now).to_rfc3339(), "data": {"message": "A test event from Herald."}
     });
-    let row = event::Model {
+    let mut row = event::Model {
         id: new_id("evt"),
         customer_id: sub.customer_id.clone(),
         source: "/herald/test".into(),
@@ -89,7 +89,7 @@ pub async fn send_test(state: &AppState, who: &Principal, subscription_id: &str)
     let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
     msg.expires_at = now + policy_of(&sub).ttl_secs as i64 * 1000;
     let id = msg.id.clone();
-    let row = event::Model { message_ids: id.clone(), ..row };
+    row.add_message_id(&id);
     let txn = state.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, vec![msg]).await?;

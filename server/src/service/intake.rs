@@ -219,20 +219,19 @@ async fn write_routed(
     // only those of the events it inserts, and the others' hand-overs are dropped.
     let mut new_messages: Vec<message::Model> = Vec::new();
     let mut targets: Vec<(usize, &Target)> = Vec::new();
-    let mut message_ids: Vec<Vec<String>> = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter_mut().enumerate() {
-        let mut ids = Vec::new();
         let routed_to = targets_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
-        for target in routed_to.iter().filter(|t| t.accepts(&row.event_type)) {
+        for target in routed_to {
+            if !target.accepts(&row.event_type) {
+                continue;
+            }
             let sub = &target.subscription;
             let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
             msg.expires_at = now + target.policy.ttl_secs as i64 * 1000;
-            ids.push(msg.id.clone());
+            row.add_message_id(&msg.id);
             new_messages.push(msg);
             targets.push((i, target));
         }
-        row.message_ids = ids.join(",");
-        message_ids.push(ids);
     }
     let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
     // The lane's places, reserved before the write: the messages that got one are stored leased.
@@ -269,7 +268,7 @@ async fn write_routed(
         }
     }
     let mut stored: Vec<Result<PublishedEvent>> = Vec::with_capacity(rows.len());
-    for (row, ids) in rows.iter().zip(message_ids) {
+    for row in &rows {
         if !inserted.contains(&row.id) {
             stored.push(earlier(&parts.db, row).await);
             continue;
@@ -278,7 +277,7 @@ async fn write_routed(
             id: row.ce_id.clone(),
             source: row.source.clone(),
             duplicate: false,
-            message_ids: ids,
+            message_ids: row.message_id_list(),
         }));
     }
     pending.sort();
@@ -345,6 +344,6 @@ async fn earlier(db: &DatabaseConnection, row: &event::Model) -> Result<Publishe
     let existing = events::find_by_key(db, &row.customer_id, &row.source, &row.ce_id)
         .await?
         .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
-    let message_ids = existing.message_ids.split(',').filter(|id| !id.is_empty()).map(str::to_string).collect();
+    let message_ids = existing.message_id_list();
     Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
 }

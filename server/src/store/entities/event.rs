@@ -20,3 +20,18 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+impl Model {
+    /// Lists one more of the event's messages.
+    pub fn add_message_id(&mut self, id: &str) {
+        if !self.message_ids.is_empty() {
+            self.message_ids.push(',');
+        }
+        self.message_ids.push_str(id);
+    }
+
+    /// The event's message ids, in the order they were made.
+    pub fn message_id_list(&self) -> Vec<String> {
+        self.message_ids.split(',').filter(|id| !id.is_empty()).map(str::to_string).collect()
+    }
+}
