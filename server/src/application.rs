@@ -1,5 +1,7 @@
-//! Builds and runs Herald: database, migrations, HTTP server and workers.
-//! Tests start it on port 0 with `Application::build`.
+//! Builds and runs Herald: the database and its migrations, then each layer's
+//! handle from the one below (pipeline → services → API and dashboard), the
+//! HTTP server, the lanes and SQLite's checkpoints. Tests start it on port 0
+//! with `Application::build`.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -8,16 +10,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::trace::TraceLayer;
 
-use crate::api::rate_limit::PublishLimiter;
+use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
+use crate::pipeline::{Lanes, Pipeline};
 use crate::secrets::{Sealer, SecretKey};
+use crate::service::Services;
 use crate::service::customers::ensure_admin_user;
-use crate::service::intake::{Intake, IntakeParts};
 use crate::service::subscriptions::seal_plaintext_secrets;
-use crate::state::{AppState, Shared};
-use crate::worker::handoff::Handoff;
-use crate::worker::{Wakeup, Worker, lease_ms};
 use crate::{api, store, telemetry, ui};
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
@@ -41,7 +41,7 @@ pub enum StartError {
 }
 
 pub struct Application {
-    pub state: AppState,
+    pub services: Services,
     listener: TcpListener,
     pub addr: SocketAddr,
 }
@@ -52,7 +52,8 @@ impl Application {
     }
 
     pub async fn build_with_clock(settings: Settings, clock: SharedClock) -> Result<Application, StartError> {
-        let sealer = Sealer::new(&SecretKey::resolve(&settings)?);
+        let key = SecretKey::resolve(settings.secret_key.as_deref(), settings.key_dir().as_deref())?;
+        let sealer = Sealer::new(&key);
         let db = store::connect(&settings.database_url).await?;
         store::migrate(&db).await?;
         if store::meta::get_or_insert(&db, KEY_FINGERPRINT, sealer.fingerprint()).await? != sealer.fingerprint() {
@@ -61,49 +62,41 @@ impl Application {
         let listener =
             TcpListener::bind(&settings.listen).await.map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
-        let publish_limiter = PublishLimiter::new(&settings.limits);
-        let wake = Arc::new(Wakeup::default());
-        let handoff = Arc::new(Handoff::default());
-        let intake = Intake::spawn(IntakeParts {
-            db: db.clone(),
-            clock: clock.clone(),
-            wake: wake.clone(),
-            handoff: handoff.clone(),
-            lease_ms: lease_ms(&settings.delivery),
-        });
-        let state = AppState::new(Shared {
-            db,
-            settings: Arc::new(settings),
-            clock,
-            wake,
-            metrics: telemetry::metrics_handle(),
-            sealer: Arc::new(sealer),
-            publish_limiter: Arc::new(publish_limiter),
-            keys: Arc::default(),
-            intake,
-            handoff,
-        });
-        ensure_admin_user(&state).await?;
-        seal_plaintext_secrets(&state).await?;
-        Ok(Application { state, listener, addr })
+        let pipeline = Pipeline::start(db, Arc::new(settings), clock, Arc::new(sealer));
+        let services = Services::new(pipeline);
+        ensure_admin_user(&services).await?;
+        seal_plaintext_secrets(&services).await?;
+        Ok(Application { services, listener, addr })
     }
 
-    pub fn router(state: AppState) -> axum::Router {
-        let limits = state.settings.limits.clone();
-        let api = api::router(limits.max_body_bytes).with_state(state.clone());
-        api.merge(ui::router(state.clone()))
-            .fallback(ui::not_found(state))
+    /// The REST API and the dashboard, behind the request limits.
+    pub fn router(services: Services) -> axum::Router {
+        let limits = services.settings.limits.clone();
+        let api = api::router(ApiState::new(services.clone(), telemetry::metrics_handle()));
+        let dashboard_not_found = ui::not_found(services.clone());
+        let not_found = move |request: axum::extract::Request| {
+            let dashboard_not_found = dashboard_not_found.clone();
+            async move {
+                if request.uri().path().starts_with("/api/") {
+                    api::not_found()
+                } else {
+                    dashboard_not_found(request).await
+                }
+            }
+        };
+        api.merge(ui::router(services))
+            .fallback(not_found)
             .layer(axum::middleware::from_fn_with_state(limits, api::limits::guard_request))
             .layer(TraceLayer::new_for_http())
     }
 
-    /// Serves until `shutdown` turns true; the workers run unless `with_workers` is false.
-    pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_workers: bool) -> std::io::Result<()> {
-        let worker = with_workers.then(|| tokio::spawn(Worker::new(self.state.clone()).run(shutdown.clone())));
-        let url = &self.state.settings.database_url;
+    /// Serves until `shutdown` turns true; the lanes run unless `with_lanes` is false.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_lanes: bool) -> std::io::Result<()> {
+        let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
+        let url = &self.services.settings.database_url;
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
-        let app = Self::router(self.state.clone());
+        let app = Self::router(self.services.clone());
         let mut stop = shutdown.clone();
         axum::serve(self.listener, app)
             .with_graceful_shutdown(async move {
@@ -111,8 +104,8 @@ impl Application {
             })
             .await?;
         let _ = shutdown.wait_for(|stopped| *stopped).await;
-        if let Some(worker) = worker {
-            let _ = worker.await;
+        if let Some(lanes) = lanes {
+            let _ = lanes.await;
         }
         if let Some(checkpoints) = checkpoints {
             let _ = checkpoints.await;

@@ -2,7 +2,7 @@
 //! layered once at start and validated before anything else runs.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use app::domain::breaker::BreakerConfig;
 use figment::Figment;
@@ -30,7 +30,7 @@ pub struct Settings {
     pub limits: LimitSettings,
 }
 
-/// The circuit breaker's thresholds (SPEC §3).
+/// The circuit breaker's thresholds (the `breaker.*` keys of the README's configuration table).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerSettings {
@@ -168,6 +168,24 @@ impl Settings {
             figment = figment.merge(Toml::file_exact(path));
         }
         Self::from_figment(figment.merge(environment())).and_then(Settings::validated)
+    }
+
+    /// Where a generated secret key is kept: `data_dir`, else the SQLite file's
+    /// directory, else the working directory. None for an in-memory database.
+    pub fn key_dir(&self) -> Option<PathBuf> {
+        if let Some(dir) = &self.data_dir {
+            return Some(PathBuf::from(dir));
+        }
+        let url = &self.database_url;
+        let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
+            return Some(PathBuf::from("."));
+        };
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
+            return None;
+        }
+        let parent = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty());
+        Some(parent.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".")))
     }
 
     fn from_figment(figment: Figment) -> Result<Settings, ConfigError> {
@@ -335,5 +353,19 @@ mod tests {
             Ok(())
         });
         assert!(Settings::load(Some(Path::new("/nonexistent/herald.toml"))).is_err());
+    }
+
+    #[test]
+    fn the_data_directory_follows_the_sqlite_file() {
+        let with = |url: &str, dir: Option<&str>| {
+            let s = Settings { database_url: url.into(), data_dir: dir.map(Into::into), ..Settings::default() };
+            s.key_dir()
+        };
+        assert_eq!(with("sqlite://herald.db?mode=rwc", None), Some(PathBuf::from(".")));
+        assert_eq!(with("sqlite:///var/lib/herald/h.db?mode=rwc", None), Some(PathBuf::from("/var/lib/herald")));
+        assert_eq!(with("sqlite::memory:", None), None);
+        assert_eq!(with("sqlite://h.db?mode=memory&cache=shared", None), None);
+        assert_eq!(with("postgres://db/herald", None), Some(PathBuf::from(".")));
+        assert_eq!(with("postgres://db/herald", Some("/srv/h")), Some(PathBuf::from("/srv/h")));
     }
 }

@@ -6,13 +6,12 @@ pub mod application;
 pub mod clock;
 pub mod config;
 pub mod ids;
+pub mod pipeline;
 pub mod secrets;
 pub mod service;
-pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod ui;
-pub mod worker;
 
 pub use application::Application;
 pub use config::Settings;

@@ -13,7 +13,6 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
 
-use crate::config::Settings;
 use crate::ids::random_bytes;
 
 /// The name of the generated key's file in the data directory.
@@ -57,35 +56,17 @@ impl SecretKey {
         STANDARD.encode(self.0)
     }
 
-    /// The configured key; else the one in the data directory, created on first start. An
-    /// in-memory database gets a key that lives as long as it does.
-    pub fn resolve(settings: &Settings) -> Result<SecretKey, KeyError> {
-        if let Some(text) = &settings.secret_key {
+    /// The configured key; else the one in `key_dir`, created on first start.
+    /// Without a directory (an in-memory database) the key lives as long as the process.
+    pub fn resolve(configured: Option<&str>, key_dir: Option<&Path>) -> Result<SecretKey, KeyError> {
+        if let Some(text) = configured {
             return SecretKey::from_base64(text).map_err(KeyError::Invalid);
         }
-        match data_dir(settings) {
+        match key_dir {
             Some(dir) => load_or_create(&dir.join(KEY_FILE)),
             None => Ok(SecretKey::generate()),
         }
     }
-}
-
-/// Where a generated key is kept: `data_dir`, else the SQLite file's directory, else the working
-/// directory. None for an in-memory database.
-fn data_dir(settings: &Settings) -> Option<PathBuf> {
-    if let Some(dir) = &settings.data_dir {
-        return Some(PathBuf::from(dir));
-    }
-    let url = &settings.database_url;
-    let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
-        return Some(PathBuf::from("."));
-    };
-    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-    if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
-        return None;
-    }
-    let parent = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty());
-    Some(parent.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".")))
 }
 
 /// Reads the key file, or creates it (mode 0600) without ever replacing one that another process
@@ -233,19 +214,5 @@ mod tests {
         }
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left behind");
         fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_data_directory_follows_the_sqlite_file() {
-        let with = |url: &str, dir: Option<&str>| {
-            let s = Settings { database_url: url.into(), data_dir: dir.map(Into::into), ..Settings::default() };
-            data_dir(&s)
-        };
-        assert_eq!(with("sqlite://herald.db?mode=rwc", None), Some(PathBuf::from(".")));
-        assert_eq!(with("sqlite:///var/lib/herald/h.db?mode=rwc", None), Some(PathBuf::from("/var/lib/herald")));
-        assert_eq!(with("sqlite::memory:", None), None);
-        assert_eq!(with("sqlite://h.db?mode=memory&cache=shared", None), None);
-        assert_eq!(with("postgres://db/herald", None), Some(PathBuf::from(".")));
-        assert_eq!(with("postgres://db/herald", Some("/srv/h")), Some(PathBuf::from("/srv/h")));
     }
 }

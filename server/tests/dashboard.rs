@@ -157,13 +157,13 @@ async fn pages_answer_while_another_dashboard_is_being_built() {
     admin.login("admin", "admin-password").await;
     let stop = Arc::new(AtomicBool::new(false));
     let builder = {
-        let (state, stop) = (app.state.clone(), stop.clone());
+        let (services, stop) = (app.services.clone(), stop.clone());
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let _inside = runtime.enter();
             let mut built = 0u32;
             while !stop.load(Ordering::Relaxed) {
-                drop(herald::ui::router(state.clone()));
+                drop(herald::ui::router(services.clone()));
                 built += 1;
             }
             built

@@ -229,7 +229,7 @@ async fn a_crashed_delivery_is_reclaimed_after_its_lease_without_spending_an_att
     // A worker claims the message and dies before sending.
     let now = app.now_ms();
     let claimed = herald::store::messages::claim(
-        &app.state.db,
+        &app.services.db,
         herald::store::messages::Lane::Fresh,
         now,
         10,
@@ -319,14 +319,16 @@ async fn a_claim_takes_at_most_its_limit_and_never_a_message_twice() {
     assert_eq!(app.publish_batch(&key, 300).await, 202);
     use herald::store::messages::{Among, Lane, claim};
     let now = app.now_ms();
-    let first = claim(&app.state.db, Lane::Fresh, now, 128, now + 90_000, 1, Among::AllBut(&[])).await.unwrap();
-    let second = claim(&app.state.db, Lane::Fresh, now, 500, now + 90_000, 2, Among::AllBut(&[])).await.unwrap();
+    let first = claim(&app.services.db, Lane::Fresh, now, 128, now + 90_000, 1, Among::AllBut(&[])).await.unwrap();
+    let second = claim(&app.services.db, Lane::Fresh, now, 500, now + 90_000, 2, Among::AllBut(&[])).await.unwrap();
     assert_eq!((first.len(), second.len()), (128, 172));
     let mut ids: Vec<&str> = first.iter().chain(&second).map(|m| m.id.as_str()).collect();
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), 300);
-    assert!(claim(&app.state.db, Lane::Fresh, now, 10, now + 90_000, 3, Among::AllBut(&[])).await.unwrap().is_empty());
+    assert!(
+        claim(&app.services.db, Lane::Fresh, now, 10, now + 90_000, 3, Among::AllBut(&[])).await.unwrap().is_empty()
+    );
 }
 
 /// Publishes that arrive together share one transaction; each still gets its
@@ -373,15 +375,16 @@ async fn concurrent_publishes_each_get_their_own_answer() {
 /// what the queue cannot hold is left pending for a claim.
 #[tokio::test]
 async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
-    use herald::worker::busy::EndpointSlots;
-    use herald::worker::handoff::Handed;
+    use herald::pipeline::endpoint_slots::EndpointSlots;
+    use herald::pipeline::handoff::Handed;
     use std::sync::Arc;
 
     let app = TestApp::start().await;
     let (_, key) = app.customer("acme").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
     // Ten workers, one slot at the endpoint, room for two in the queue.
-    let mut lane = app.state.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(1), 2, 2);
+    let mut lane =
+        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(1), 2, 2);
     assert_eq!(app.publish_batch(&key, 5).await, 202);
     let (mut started, mut waiting) = (Vec::new(), Vec::new());
     while let Ok(handed) = lane.try_recv() {

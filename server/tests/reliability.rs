@@ -232,9 +232,9 @@ async fn one_batch_saves_the_circuits_of_several_endpoints() {
 
     let failing = Circuit { consecutive_failures: 3, last_failure_at: Some(5), ..Circuit::closed() };
     let disabled = Circuit { state: EndpointState::Disabled, next_probe_at: Some(9), ..Circuit::closed() };
-    save_circuits(&app.state.db, &[(ids[0].clone(), failing), (ids[1].clone(), disabled)], 10).await.unwrap();
+    save_circuits(&app.services.db, &[(ids[0].clone(), failing), (ids[1].clone(), disabled)], 10).await.unwrap();
 
-    let mut saved = by_ids(&app.state.db, ids.clone()).await.unwrap();
+    let mut saved = by_ids(&app.services.db, ids.clone()).await.unwrap();
     saved.sort_by(|a, b| a.id.cmp(&b.id));
     let (first, second) = (circuit_of(&saved[0]), circuit_of(&saved[1]));
     assert_eq!((first.state, first.consecutive_failures, first.last_failure_at), (EndpointState::Closed, 3, Some(5)));

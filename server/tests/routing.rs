@@ -8,8 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use common::TestApp;
-use herald::worker::busy::EndpointSlots;
-use herald::worker::handoff::Handed;
+use herald::pipeline::endpoint_slots::EndpointSlots;
+use herald::pipeline::handoff::Handed;
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 
@@ -24,7 +24,7 @@ async fn subscriptions_changed_outside_herald_route_the_next_publish() {
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["order.created"]})).await;
     assert_eq!(message_count(&app.publish(&key, "e1", "order.created").await), 1);
 
-    let db = &app.state.db;
+    let db = &app.services.db;
     db.execute_unprepared(r#"UPDATE subscriptions SET event_types = '["order.paid"]'"#).await.unwrap();
     assert_eq!(message_count(&app.publish(&key, "e2", "order.created").await), 0, "no longer subscribed");
     assert_eq!(message_count(&app.publish(&key, "e3", "order.paid").await), 1, "subscribed to the new type");
@@ -38,7 +38,8 @@ async fn an_endpoint_disabled_outside_the_publish_is_not_handed_messages() {
     let app = TestApp::start().await;
     let (_, key) = app.customer("acme").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
-    let mut lane = app.state.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(10), 10, 10);
+    let mut lane =
+        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(10), 10, 10);
     let first = app.publish(&key, "e1", "t").await;
     assert!(matches!(lane.try_recv(), Ok(Handed::Start(_))), "a closed endpoint's message starts at once");
     assert_eq!(app.message(&key, first["message_ids"][0].as_str().unwrap()).await["state"], "delivering");
@@ -46,13 +47,13 @@ async fn an_endpoint_disabled_outside_the_publish_is_not_handed_messages() {
     // Another process's recorder opens the circuit.
     let far = app.now_ms() + 3_600_000;
     let disable = format!("UPDATE endpoints SET state = 'disabled', next_probe_at = {far}");
-    app.state.db.execute_unprepared(&disable).await.unwrap();
+    app.services.db.execute_unprepared(&disable).await.unwrap();
     let second = app.publish(&key, "e2", "t").await;
     assert!(lane.try_recv().is_err(), "nothing is handed to a disabled endpoint");
     assert_eq!(app.message(&key, second["message_ids"][0].as_str().unwrap()).await["state"], "pending");
 
     // Closed again: messages are handed over again.
-    app.state.db.execute_unprepared("UPDATE endpoints SET state = 'closed', next_probe_at = NULL").await.unwrap();
+    app.services.db.execute_unprepared("UPDATE endpoints SET state = 'closed', next_probe_at = NULL").await.unwrap();
     app.publish(&key, "e3", "t").await;
     assert!(matches!(lane.try_recv(), Ok(Handed::Start(_))), "the closed endpoint is handed messages again");
 }

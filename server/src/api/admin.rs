@@ -10,10 +10,10 @@ use serde::Deserialize;
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, NameBody, PageQuery, UserBody};
+use super::state::ApiState;
 use crate::service::{self, Principal, customers, page_request};
-use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<ApiState> {
     Router::new()
         .route("/api/v1/customers", post(create_customer).get(list_customers))
         .route("/api/v1/customers/{id}/api-keys", post(create_api_key))
@@ -28,7 +28,7 @@ pub struct PageParams {
 }
 
 impl PageParams {
-    pub fn page(&self) -> Result<crate::store::page::PageRequest, service::ServiceError> {
+    pub fn page(&self) -> Result<service::PageRequest, service::ServiceError> {
         let limit = match self.limit.as_deref() {
             None | Some("") => None,
             Some(text) => {
@@ -42,7 +42,7 @@ impl PageParams {
 #[utoipa::path(post, path = "/api/v1/customers", request_body = NameBody, tag = "admin",
     responses((status = 201, description = "The new customer", body = dto::Customer), AdminCreateErrors))]
 async fn create_customer(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::Customer>)> {
@@ -52,7 +52,7 @@ async fn create_customer(
 #[utoipa::path(get, path = "/api/v1/customers", tag = "admin", params(PageQuery),
     responses((status = 200, description = "Customers, newest first", body = dto::Page<dto::Customer>), AdminListErrors))]
 async fn list_customers(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Params(p): Params<PageParams>,
 ) -> ApiResult<Json<dto::Page<dto::Customer>>> {
@@ -64,7 +64,7 @@ async fn list_customers(
     responses((status = 201, description = "The new key; `token` is shown only here", body = dto::ApiKeyCreated),
         AdminCreateUnderErrors))]
 async fn create_api_key(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
     body: JsonBody,
@@ -75,7 +75,7 @@ async fn create_api_key(
 #[utoipa::path(post, path = "/api/v1/users", request_body = UserBody, tag = "admin",
     responses((status = 201, description = "The new dashboard user", body = dto::User), AdminCreateErrors))]
 async fn create_user(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::User>)> {
@@ -85,7 +85,7 @@ async fn create_user(
 #[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(PageQuery),
     responses((status = 200, description = "Admin actions, newest first", body = dto::Page<dto::AuditEntry>), AdminListErrors))]
 async fn audit_log(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Params(p): Params<PageParams>,
 ) -> ApiResult<Json<dto::Page<dto::AuditEntry>>> {

@@ -15,12 +15,12 @@ use super::schemas::{
     BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, ListErrors,
     MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors, UnlockErrors,
 };
+use super::state::ApiState;
 use super::subscriptions::ListParams;
 use crate::service::messages::ListQuery;
 use crate::service::{Principal, endpoints, events, messages, policies};
-use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<ApiState> {
     Router::new()
         .route("/api/v1/events", post(publish))
         .route("/api/v1/messages", get(list_messages))
@@ -46,7 +46,7 @@ struct CustomerParam {
     responses((status = 202, description = "Committed; one entry per event, in order (`duplicate` when `(source, id)` was published before)",
         body = dto::PublishResult), PublishErrors))]
 async fn publish(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     PublishPermit(who): PublishPermit,
     Params(q): Params<CustomerParam>,
     body: JsonBody,
@@ -66,7 +66,7 @@ struct MessageParams {
 #[utoipa::path(get, path = "/api/v1/messages", tag = "messages", params(MessageQuery),
     responses((status = 200, description = "Messages, newest first", body = dto::Page<dto::Message>), ListErrors))]
 async fn list_messages(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Params(p): Params<MessageParams>,
 ) -> ApiResult<Json<dto::Page<dto::Message>>> {
@@ -78,7 +78,7 @@ async fn list_messages(
     responses((status = 200, description = "The message with its event and every attempt", body = dto::MessageDetail),
         ReadErrors))]
 async fn message_detail(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<Json<dto::MessageDetail>> {
@@ -89,7 +89,7 @@ async fn message_detail(
     responses((status = 200, description = "The message, due now (409 unless it was dead or delivered)", body = dto::Message),
         ReplayErrors))]
 async fn replay_one(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<Json<dto::Message>> {
@@ -99,7 +99,7 @@ async fn replay_one(
 #[utoipa::path(post, path = "/api/v1/messages/replay", tag = "messages", request_body = BulkReplayBody,
     responses((status = 202, description = "How many dead messages are due again", body = dto::ReplayResult), BodyErrors))]
 async fn replay_bulk(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::ReplayResult>)> {
@@ -110,7 +110,7 @@ async fn replay_bulk(
     responses((status = 200, description = "Endpoints (one circuit per target URL), newest first", body = dto::Page<dto::Endpoint>),
         ListErrors))]
 async fn list_endpoints(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Params(p): Params<ListParams>,
 ) -> ApiResult<Json<dto::Page<dto::Endpoint>>> {
@@ -120,7 +120,7 @@ async fn list_endpoints(
 
 #[utoipa::path(post, path = "/api/v1/endpoints/{id}/unlock", tag = "endpoints", params(("id" = String, Path, description = "The endpoint", pattern = r"^[^\x00]*$")),
     responses((status = 200, description = "The endpoint, closed with its counters reset", body = dto::Endpoint), UnlockErrors))]
-async fn unlock(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Endpoint>> {
+async fn unlock(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Endpoint>> {
     Ok(Json(endpoints::unlock(&s, &who, &id).await?))
 }
 

@@ -7,13 +7,12 @@ use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::key_cache::KnownKey;
 use super::limits::nests_deeper_than;
 use super::problem::ApiError;
+use super::state::ApiState;
 use crate::ids::token_hash;
 use crate::service::Principal;
-use crate::state::AppState;
-use crate::store::api_keys;
+use crate::service::customers::key_owner;
 
 /// A JSON body, parsed but not yet validated. Remembers whether it came as a
 /// CloudEvents batch.
@@ -22,10 +21,10 @@ pub struct JsonBody {
     pub batch: bool,
 }
 
-impl FromRequest<AppState> for JsonBody {
+impl FromRequest<ApiState> for JsonBody {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -78,10 +77,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-impl FromRequestParts<AppState> for Principal {
+impl FromRequestParts<ApiState> for Principal {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         let token = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -97,14 +96,11 @@ impl FromRequestParts<AppState> for Principal {
         }
         let hash = token_hash(token);
         let now = std::time::Instant::now();
-        if let Some(known) = state.keys.get(&hash, now) {
-            return Ok(Principal::Customer { customer_id: known.customer_id, actor: known.key_id });
+        if let Some(known) = state.keys().get(&hash, now) {
+            return Ok(known);
         }
-        let key = api_keys::find_by_hash(&state.db, &hash)
-            .await
-            .map_err(|e| ApiError::Service(e.into()))?
-            .ok_or(ApiError::Unauthorized)?;
-        state.keys.put(hash, KnownKey { customer_id: key.customer_id.clone(), key_id: key.id.clone() }, now);
-        Ok(Principal::Customer { customer_id: key.customer_id, actor: key.id })
+        let owner = key_owner(state, &hash).await.map_err(ApiError::Service)?.ok_or(ApiError::Unauthorized)?;
+        state.keys().put(hash, owner.clone(), now);
+        Ok(owner)
     }
 }

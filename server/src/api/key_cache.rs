@@ -7,29 +7,25 @@ use std::time::{Duration, Instant};
 
 use foldhash::HashMap;
 
+use crate::service::Principal;
+
 const TTL: Duration = Duration::from_secs(60);
 /// Past this many keys the cache starts over, so unknown tokens cannot grow it.
 const MAX_ENTRIES: usize = 10_000;
 
-/// The key's customer and the key's own id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KnownKey {
-    pub customer_id: String,
-    pub key_id: String,
-}
-
 #[derive(Default)]
 pub struct KeyCache {
-    entries: Mutex<HashMap<String, (KnownKey, Instant)>>,
+    entries: Mutex<HashMap<String, (Principal, Instant)>>,
 }
 
 impl KeyCache {
-    pub fn get(&self, token_hash: &str, now: Instant) -> Option<KnownKey> {
+    /// The customer whose key has this token hash, if seen within the last minute.
+    pub fn get(&self, token_hash: &str, now: Instant) -> Option<Principal> {
         let entries = self.entries.lock().expect("key cache lock");
         entries.get(token_hash).filter(|(_, at)| now.duration_since(*at) < TTL).map(|(key, _)| key.clone())
     }
 
-    pub fn put(&self, token_hash: String, key: KnownKey, now: Instant) {
+    pub fn put(&self, token_hash: String, key: Principal, now: Instant) {
         let mut entries = self.entries.lock().expect("key cache lock");
         if entries.len() >= MAX_ENTRIES {
             entries.clear();
@@ -46,7 +42,7 @@ mod tests {
     fn an_entry_is_served_for_a_minute_then_read_again() {
         let cache = KeyCache::default();
         let t0 = Instant::now();
-        let key = KnownKey { customer_id: "cus_1".into(), key_id: "key_1".into() };
+        let key = Principal::Customer { customer_id: "cus_1".into(), actor: "key_1".into() };
         assert_eq!(cache.get("h", t0), None);
         cache.put("h".into(), key.clone(), t0);
         assert_eq!(cache.get("h", t0 + Duration::from_secs(59)), Some(key));
@@ -59,7 +55,7 @@ mod tests {
         let cache = KeyCache::default();
         let t0 = Instant::now();
         for i in 0..MAX_ENTRIES + 5 {
-            cache.put(format!("h{i}"), KnownKey { customer_id: "c".into(), key_id: "k".into() }, t0);
+            cache.put(format!("h{i}"), Principal::Customer { customer_id: "c".into(), actor: "k".into() }, t0);
         }
         assert!(cache.entries.lock().unwrap().len() <= MAX_ENTRIES);
     }

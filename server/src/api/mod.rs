@@ -1,4 +1,4 @@
-//! The REST API (SPEC §4): thin handlers that extract, call a service, and
+//! The REST API: thin handlers that extract, call a service, and
 //! answer JSON. Each resource module exports its own router.
 
 mod admin;
@@ -9,19 +9,22 @@ pub mod limits;
 pub mod problem;
 pub mod rate_limit;
 mod schemas;
+pub mod state;
 mod subscriptions;
 mod system;
 
 use app::domain::{dto, states};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::response::{IntoResponse, Response};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::state::AppState;
+use state::ApiState;
 
-/// The REST routes, with bodies capped at `max_body_bytes` (a 413 problem+json beyond).
-pub fn router(max_body_bytes: usize) -> Router<AppState> {
+/// The REST routes, with bodies capped at `limits.max_body_bytes` (a 413 problem+json beyond).
+pub fn router(state: ApiState) -> Router {
+    let max_body_bytes = state.settings.limits.max_body_bytes;
     Router::new()
         .merge(system::router())
         .merge(admin::router())
@@ -29,6 +32,12 @@ pub fn router(max_body_bytes: usize) -> Router<AppState> {
         .merge(delivery::router())
         .method_not_allowed_fallback(|| async { problem::ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .with_state(state)
+}
+
+/// The answer to a path under `/api/` that no route serves.
+pub fn not_found() -> Response {
+    problem::ApiError::NotFound.into_response()
 }
 
 struct BearerAuth;

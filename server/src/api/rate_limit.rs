@@ -9,9 +9,9 @@ use axum::http::request::Parts;
 use foldhash::HashMap;
 
 use super::problem::ApiError;
+use super::state::ApiState;
 use crate::config::LimitSettings;
 use crate::service::Principal;
-use crate::state::AppState;
 
 /// Tokens refill continuously at `per_sec`, up to `burst`; each publish takes one.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,12 +78,12 @@ impl PublishLimiter {
 /// costs no reading or parsing.
 pub struct PublishPermit(pub Principal);
 
-impl FromRequestParts<AppState> for PublishPermit {
+impl FromRequestParts<ApiState> for PublishPermit {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
         let who = Principal::from_request_parts(parts, state).await?;
-        state.publish_limiter.check(who.actor(), state.now_ms()).map_err(ApiError::RateLimited)?;
+        state.publish_limiter().check(who.actor(), state.now_ms()).map_err(ApiError::RateLimited)?;
         Ok(PublishPermit(who))
     }
 }

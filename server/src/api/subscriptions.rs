@@ -13,10 +13,10 @@ use super::problem::ApiResult;
 use super::schemas::{
     CreateErrors, CustomerPageQuery, ListErrors, ReadErrors, SecretReadErrors, SubscriptionBody, UpdateErrors,
 };
+use super::state::ApiState;
 use crate::service::{Principal, subscriptions};
-use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<ApiState> {
     Router::new()
         .route("/api/v1/subscriptions", post(create).get(list))
         .route("/api/v1/subscriptions/{id}", get(read).patch(update).delete(remove))
@@ -34,7 +34,7 @@ pub struct ListParams {
     responses((status = 201, description = "The new subscription, with its signing `secret`", body = dto::Subscription),
         CreateErrors))]
 async fn create(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::Subscription>)> {
@@ -45,7 +45,7 @@ async fn create(
     responses((status = 200, description = "Subscriptions, newest first (without secrets)", body = dto::Page<dto::Subscription>),
         ListErrors))]
 async fn list(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Params(p): Params<ListParams>,
 ) -> ApiResult<Json<dto::Page<dto::Subscription>>> {
@@ -56,7 +56,7 @@ async fn list(
 #[utoipa::path(get, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
     responses((status = 200, description = "The subscription, with its signing `secret`", body = dto::Subscription),
         SecretReadErrors))]
-async fn read(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Subscription>> {
+async fn read(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::get(&s, &who, &id).await?))
 }
 
@@ -69,7 +69,7 @@ async fn read(State(s): State<AppState>, who: Principal, Path(id): Path<String>)
     responses((status = 200, description = "The changed subscription, with its signing `secret`", body = dto::Subscription),
         UpdateErrors))]
 async fn update(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
     body: JsonBody,
@@ -80,7 +80,7 @@ async fn update(
 #[utoipa::path(delete, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
     responses((status = 204, description = "Deleted; its undelivered messages are dead with `subscription_deleted`"),
         ReadErrors))]
-async fn remove(State(s): State<AppState>, who: Principal, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn remove(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<StatusCode> {
     subscriptions::delete(&s, &who, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -89,7 +89,7 @@ async fn remove(State(s): State<AppState>, who: Principal, Path(id): Path<String
     responses((status = 200, description = "The subscription with its new `secret`; the old one signs for 24 h more",
         body = dto::Subscription), ReadErrors))]
 async fn rotate_secret(
-    State(s): State<AppState>,
+    State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<Json<dto::Subscription>> {

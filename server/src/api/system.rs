@@ -10,9 +10,9 @@ use utoipa::OpenApi;
 
 use super::ApiDoc;
 use super::schemas::{Health, OpenErrors};
-use crate::state::AppState;
+use super::state::ApiState;
 
-pub fn router() -> Router<AppState> {
+pub fn router() -> Router<ApiState> {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
@@ -22,7 +22,7 @@ pub fn router() -> Router<AppState> {
 #[utoipa::path(get, path = "/healthz", tag = "system", security(),
     responses((status = 200, description = "The server and its database answer", body = Health),
         (status = 503, description = "The database does not answer", body = Health), OpenErrors))]
-async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+async fn healthz(State(s): State<ApiState>) -> impl IntoResponse {
     let ok = s.db.execute_unprepared("SELECT 1").await.is_ok();
     let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(serde_json::json!({"status": if ok { "ok" } else { "database unavailable" }})))
@@ -31,8 +31,8 @@ async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
 #[utoipa::path(get, path = "/metrics", tag = "system", security(),
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain"),
         OpenErrors))]
-async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics.render())
+async fn metrics(State(s): State<ApiState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], s.metrics().render())
 }
 
 #[utoipa::path(get, path = "/api/openapi.json", tag = "system", security(),

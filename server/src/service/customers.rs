@@ -7,32 +7,32 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
 use serde_json::Value;
 
+use super::Services;
 use super::{Principal, Result, ServiceError, views};
 use crate::ids::{new_api_token, new_id, token_hash};
-use crate::state::AppState;
 use crate::store::entities::{api_key, audit, customer, user};
 use crate::store::page::{self, PageRequest};
 use crate::store::{self, audit as audit_store, customers, is_unique_violation, users};
 
-pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<dto::Customer> {
+pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Customer> {
     who.require_admin()?;
     let mut f = Fields::new(body, "")?;
     let name = f.string("name", true, 200);
     f.finish()?;
-    let row = customer::Model { id: new_id("cus"), name: name.unwrap_or_default(), created_at: state.now_ms() };
-    customers::insert(&state.db, row.clone()).await?;
+    let row = customer::Model { id: new_id("cus"), name: name.unwrap_or_default(), created_at: services.now_ms() };
+    customers::insert(&services.db, row.clone()).await?;
     Ok(views::customer(row))
 }
 
-pub async fn list(state: &AppState, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::Customer>> {
+pub async fn list(services: &Services, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::Customer>> {
     who.require_admin()?;
-    let rows = customers::list(&state.db, &page).await?;
+    let rows = customers::list(&services.db, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page { data: rows.into_iter().map(views::customer).collect(), next_cursor })
 }
 
 pub async fn create_api_key(
-    state: &AppState,
+    services: &Services,
     who: &Principal,
     customer_id: &str,
     body: &Value,
@@ -41,17 +41,17 @@ pub async fn create_api_key(
     let mut f = Fields::new(body, "")?;
     let name = f.string("name", true, 200);
     f.finish()?;
-    customers::get(&state.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
+    customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let token = new_api_token();
     let row = api_key::Model {
         id: new_id("key"),
         customer_id: customer_id.to_string(),
         name: name.unwrap_or_default(),
         token_hash: token_hash(&token),
-        created_at: state.now_ms(),
+        created_at: services.now_ms(),
         last_used_at: None,
     };
-    store::api_keys::insert(&state.db, row.clone()).await?;
+    store::api_keys::insert(&services.db, row.clone()).await?;
     Ok(dto::ApiKeyCreated {
         id: row.id,
         customer_id: row.customer_id,
@@ -61,7 +61,7 @@ pub async fn create_api_key(
     })
 }
 
-pub async fn create_user(state: &AppState, who: &Principal, body: &Value) -> Result<dto::User> {
+pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> Result<dto::User> {
     who.require_admin()?;
     let mut f = Fields::new(body, "")?;
     let username = f.string("username", true, 100);
@@ -86,7 +86,9 @@ pub async fn create_user(state: &AppState, who: &Principal, body: &Value) -> Res
     let (username, password, role) =
         (username.unwrap_or_default(), password.unwrap_or_default(), role.unwrap_or(Role::Customer));
     if let Some(id) = &customer_id {
-        customers::get(&state.db, id).await?.ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
+        customers::get(&services.db, id)
+            .await?
+            .ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
     }
     let row = user::Model {
         id: new_id("usr"),
@@ -94,9 +96,9 @@ pub async fn create_user(state: &AppState, who: &Principal, body: &Value) -> Res
         password_hash: hash_password(&password),
         role: role.as_str().to_string(),
         customer_id,
-        created_at: state.now_ms(),
+        created_at: services.now_ms(),
     };
-    match users::insert(&state.db, row.clone()).await {
+    match users::insert(&services.db, row.clone()).await {
         Err(e) if is_unique_violation(&e) => return Err(ServiceError::field("username", "is taken")),
         other => other?,
     }
@@ -116,11 +118,17 @@ pub fn hash_password(password: &str) -> String {
 
 /// On an empty database, creates `admin` with the configured password, or a
 /// random one printed once.
-pub async fn ensure_admin_user(state: &AppState) -> Result<()> {
-    if users::count(&state.db).await? > 0 {
+/// The customer an API key acts for, found by its token's hash; `None` when no key has it.
+pub async fn key_owner(services: &Services, token_hash: &str) -> Result<Option<Principal>> {
+    let key = store::api_keys::find_by_hash(&services.db, token_hash).await?;
+    Ok(key.map(|key| Principal::Customer { customer_id: key.customer_id, actor: key.id }))
+}
+
+pub async fn ensure_admin_user(services: &Services) -> Result<()> {
+    if users::count(&services.db).await? > 0 {
         return Ok(());
     }
-    let password = match &state.settings.admin_password {
+    let password = match &services.settings.admin_password {
         Some(p) => p.clone(),
         None => {
             let generated = crate::ids::new_api_token().trim_start_matches("hk_")[..20].to_string();
@@ -134,26 +142,26 @@ pub async fn ensure_admin_user(state: &AppState) -> Result<()> {
         password_hash: hash_password(&password),
         role: Role::Admin.as_str().into(),
         customer_id: None,
-        created_at: state.now_ms(),
+        created_at: services.now_ms(),
     };
-    match users::insert(&state.db, row).await {
+    match users::insert(&services.db, row).await {
         Err(e) if is_unique_violation(&e) => Ok(()),
         other => Ok(other?),
     }
 }
 
-pub async fn audit_log(state: &AppState, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::AuditEntry>> {
+pub async fn audit_log(services: &Services, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::AuditEntry>> {
     who.require_admin()?;
-    let rows = audit_store::list(&state.db, &page).await?;
+    let rows = audit_store::list(&services.db, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page { data: rows.into_iter().map(views::audit).collect(), next_cursor })
 }
 
 /// One audit row for an admin action.
-pub fn audit_row(state: &AppState, who: &Principal, action: &str, target: &str, detail: Value) -> audit::Model {
+pub fn audit_row(services: &Services, who: &Principal, action: &str, target: &str, detail: Value) -> audit::Model {
     audit::Model {
         id: new_id("aud"),
-        at: state.now_ms(),
+        at: services.now_ms(),
         actor: who.actor().to_string(),
         action: action.to_string(),
         target: target.to_string(),

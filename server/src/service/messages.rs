@@ -7,8 +7,8 @@ use chrono::DateTime;
 use sea_orm::TransactionTrait;
 use serde_json::Value;
 
+use super::Services;
 use super::{Principal, Result, ServiceError, views};
-use crate::state::AppState;
 use crate::store::messages::MessageFilter;
 use crate::store::page::{self, PageRequest};
 use crate::store::{attempts, events, messages, notify};
@@ -52,23 +52,23 @@ fn filter(who: &Principal, q: &ListQuery) -> Result<MessageFilter> {
 }
 
 pub async fn list(
-    state: &AppState,
+    services: &Services,
     who: &Principal,
     q: &ListQuery,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Message>> {
-    let rows = messages::list(&state.db, &filter(who, q)?, &page).await?;
+    let rows = messages::list(&services.db, &filter(who, q)?, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page { data: rows.into_iter().map(views::message).collect(), next_cursor })
 }
 
-pub async fn detail(state: &AppState, who: &Principal, id: &str) -> Result<dto::MessageDetail> {
-    let row = messages::get(&state.db, id)
+pub async fn detail(services: &Services, who: &Principal, id: &str) -> Result<dto::MessageDetail> {
+    let row = messages::get(&services.db, id)
         .await?
         .filter(|m| who.sees(&m.customer_id))
         .ok_or(ServiceError::NotFound("message"))?;
-    let event = events::get(&state.db, &row.event_id).await?;
-    let tries = attempts::for_message(&state.db, &row.id).await?;
+    let event = events::get(&services.db, &row.event_id).await?;
+    let tries = attempts::for_message(&services.db, &row.id).await?;
     Ok(dto::MessageDetail {
         message: views::message(row),
         event: event.and_then(|e| serde_json::from_str(&e.payload).ok()).unwrap_or(Value::Null),
@@ -77,25 +77,25 @@ pub async fn detail(state: &AppState, who: &Principal, id: &str) -> Result<dto::
 }
 
 /// Replays one dead or delivered message: due now, same id, attempts kept.
-pub async fn replay_one(state: &AppState, who: &Principal, id: &str) -> Result<dto::Message> {
-    let row = messages::get(&state.db, id)
+pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Result<dto::Message> {
+    let row = messages::get(&services.db, id)
         .await?
         .filter(|m| who.sees(&m.customer_id))
         .ok_or(ServiceError::NotFound("message"))?;
     let only_this = MessageFilter { customer_id: Some(row.customer_id.clone()), ..MessageFilter::default() };
-    if replay(state, &only_this, Some(vec![row.id.clone()])).await? == 0 {
+    if replay(services, &only_this, Some(vec![row.id.clone()])).await? == 0 {
         return Err(ServiceError::Conflict(format!(
             "a {} message cannot be replayed; only dead or delivered ones",
             row.state
         )));
     }
-    state.wake.notify_one();
-    let row = messages::get(&state.db, id).await?.ok_or(ServiceError::NotFound("message"))?;
+    services.pipeline.wake.notify_one();
+    let row = messages::get(&services.db, id).await?.ok_or(ServiceError::NotFound("message"))?;
     Ok(views::message(row))
 }
 
 /// Replays every dead message that matches the filter.
-pub async fn replay_bulk(state: &AppState, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
+pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
     let mut f = Fields::new(body, "")?;
     let q = ListQuery {
         customer_id: f.string("customer_id", false, 64),
@@ -110,19 +110,19 @@ pub async fn replay_bulk(state: &AppState, who: &Principal, body: &Value) -> Res
     }
     f.finish()?;
     let filter = filter(who, &q)?;
-    let replayed = replay(state, &filter, None).await?;
+    let replayed = replay(services, &filter, None).await?;
     if replayed > 0 {
-        state.wake.notify_one();
+        services.pipeline.wake.notify_one();
     }
     Ok(dto::ReplayResult { replayed })
 }
 
 /// Replays in one transaction that also wakes other instances at commit.
-async fn replay(state: &AppState, filter: &MessageFilter, ids: Option<Vec<String>>) -> Result<u64> {
-    let txn = state.db.begin().await?;
-    let replayed = messages::replay(&txn, filter, ids, state.now_ms()).await?;
+async fn replay(services: &Services, filter: &MessageFilter, ids: Option<Vec<String>>) -> Result<u64> {
+    let txn = services.db.begin().await?;
+    let replayed = messages::replay(&txn, filter, ids, services.now_ms()).await?;
     if replayed > 0 {
-        notify::send(&txn, state.wake.origin()).await?;
+        notify::send(&txn, services.pipeline.wake.origin()).await?;
     }
     txn.commit().await?;
     Ok(replayed)

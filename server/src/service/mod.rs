@@ -1,22 +1,56 @@
 //! Use cases: each function validates, checks who may do it, and composes store
-//! calls (in one transaction where it writes several rows). No HTTP here.
+//! calls (in one transaction where it writes several rows). No HTTP here: the
+//! REST API and the dashboard both call these functions with [`Services`].
 
 pub mod customers;
 pub mod endpoints;
 pub mod events;
-pub mod intake;
 pub mod messages;
 pub mod overview;
 pub mod policies;
-pub mod routes;
 pub mod subscriptions;
 pub mod users;
 pub mod views;
 
-use app::domain::errors::FieldError;
-use sea_orm::DbErr;
+use std::sync::Arc;
 
-use crate::store::page::{self, PageRequest};
+use app::domain::errors::FieldError;
+use sea_orm::{DatabaseConnection, DbErr};
+
+use crate::clock::SharedClock;
+use crate::config::Settings;
+use crate::pipeline::{Pipeline, PublishError};
+use crate::secrets::Sealer;
+use crate::store::page;
+pub use crate::store::page::PageRequest;
+
+/// What every use case works with: the database, the settings, the clock,
+/// the sealer of subscription secrets, and the delivery pipeline.
+#[derive(Clone)]
+pub struct Services {
+    pub db: DatabaseConnection,
+    pub settings: Arc<Settings>,
+    pub clock: SharedClock,
+    pub sealer: Arc<Sealer>,
+    pub pipeline: Pipeline,
+}
+
+impl Services {
+    /// The services over the pipeline's database, settings, clock and sealer.
+    pub fn new(pipeline: Pipeline) -> Services {
+        Services {
+            db: pipeline.db.clone(),
+            settings: pipeline.settings.clone(),
+            clock: pipeline.clock.clone(),
+            sealer: pipeline.sealer.clone(),
+            pipeline,
+        }
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -37,6 +71,15 @@ pub enum ServiceError {
 impl ServiceError {
     pub fn field(field: &str, message: &str) -> ServiceError {
         ServiceError::Invalid(vec![FieldError::new(field, message)])
+    }
+}
+
+impl From<PublishError> for ServiceError {
+    fn from(e: PublishError) -> Self {
+        match e {
+            PublishError::Conflict(why) => ServiceError::Conflict(why),
+            PublishError::Db(e) => ServiceError::Db(e),
+        }
     }
 }
 

@@ -4,17 +4,17 @@
 use app::domain::dto::{MinuteCount, Overview};
 use app::domain::states::{MessageState, Outcome};
 
+use super::Services;
 use super::{Principal, Result, views};
-use crate::state::AppState;
 use crate::store::{attempts, endpoints, messages};
 
 const MINUTES: i64 = 60;
 
-pub async fn overview(state: &AppState, who: &Principal) -> Result<Overview> {
+pub async fn overview(services: &Services, who: &Principal) -> Result<Overview> {
     let customer = who.customer_filter(None);
     let customer = customer.as_deref();
-    let now = state.now_ms();
-    let by_state = messages::count_by_state(&state.db, customer).await?;
+    let now = services.now_ms();
+    let by_state = messages::count_by_state(&services.db, customer).await?;
     let counts = MessageState::ALL
         .iter()
         .map(|s| (*s, by_state.iter().find(|(name, _)| name == s.as_str()).map_or(0, |(_, n)| *n as u64)))
@@ -23,7 +23,7 @@ pub async fn overview(state: &AppState, who: &Principal) -> Result<Overview> {
     let since = (this_minute - MINUTES + 1) * 60_000;
     let mut per_minute: Vec<MinuteCount> =
         (0..MINUTES as u32).map(|minutes_ago| MinuteCount { minutes_ago, success: 0, failure: 0 }).collect();
-    for (minute, outcome, n) in attempts::per_minute(&state.db, customer, since).await? {
+    for (minute, outcome, n) in attempts::per_minute(&services.db, customer, since).await? {
         let Some(slot) = per_minute.get_mut((this_minute - minute).clamp(0, MINUTES - 1) as usize) else { continue };
         if outcome == Outcome::Success.as_str() {
             slot.success += n as u64;
@@ -31,8 +31,8 @@ pub async fn overview(state: &AppState, who: &Principal) -> Result<Overview> {
             slot.failure += n as u64;
         }
     }
-    let window_ms = state.settings.breaker.window_secs as i64 * 1000;
-    let troubled_endpoints = endpoints::not_closed(&state.db, customer)
+    let window_ms = services.settings.breaker.window_secs as i64 * 1000;
+    let troubled_endpoints = endpoints::not_closed(&services.db, customer)
         .await?
         .into_iter()
         .map(|e| views::endpoint(e, now, window_ms))

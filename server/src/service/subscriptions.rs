@@ -10,10 +10,10 @@ use app::domain::target::TargetUrl;
 use sea_orm::TransactionTrait;
 use serde_json::Value;
 
+use super::Services;
 use super::{Principal, Result, ServiceError, views};
 use crate::ids::{new_id, random_bytes};
 use crate::secrets::Sealer;
-use crate::state::AppState;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
 use crate::store::{customers, endpoints, messages, subscriptions};
@@ -92,8 +92,8 @@ fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Ch
     Ok(c)
 }
 
-fn new_endpoint(state: &AppState, customer_id: &str, url: &TargetUrl) -> endpoint::Model {
-    let now = state.now_ms();
+fn new_endpoint(services: &Services, customer_id: &str, url: &TargetUrl) -> endpoint::Model {
+    let now = services.now_ms();
     endpoint::Model {
         id: new_id("ep"),
         customer_id: customer_id.to_string(),
@@ -109,19 +109,19 @@ fn new_endpoint(state: &AppState, customer_id: &str, url: &TargetUrl) -> endpoin
     }
 }
 
-pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<dto::Subscription> {
-    let c = parse_changes(body, true, state.settings.allow_private_targets)?;
+pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Subscription> {
+    let c = parse_changes(body, true, services.settings.allow_private_targets)?;
     let customer_id = who.customer_for_write(c.customer_id.as_deref())?;
-    customers::get(&state.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
+    customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let url = c.url.expect("required on create");
-    let now = state.now_ms();
+    let now = services.now_ms();
     let policy = c.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
-    let txn = state.db.begin().await?;
-    let endpoint = endpoints::get_or_create(&txn, new_endpoint(state, &customer_id, &url)).await?;
+    let txn = services.db.begin().await?;
+    let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &customer_id, &url)).await?;
     let id = new_id("sub");
     let secret = secret_from_bytes(random_bytes::<32>());
     let row = subscription::Model {
-        secret: state.sealer.seal(&secret, &id),
+        secret: services.sealer.seal(&secret, &id),
         id,
         customer_id,
         name: c.name.unwrap_or_default(),
@@ -143,41 +143,41 @@ pub async fn create(state: &AppState, who: &Principal, body: &Value) -> Result<d
 }
 
 /// A subscription the caller may see, or NotFound.
-async fn visible(state: &AppState, who: &Principal, id: &str) -> Result<subscription::Model> {
-    subscriptions::get(&state.db, id)
+async fn visible(services: &Services, who: &Principal, id: &str) -> Result<subscription::Model> {
+    subscriptions::get(&services.db, id)
         .await?
         .filter(|row| who.sees(&row.customer_id))
         .ok_or(ServiceError::NotFound("subscription"))
 }
 
-pub async fn get(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
-    with_secret(state, visible(state, who, id).await?)
+pub async fn get(services: &Services, who: &Principal, id: &str) -> Result<dto::Subscription> {
+    with_secret(services, visible(services, who, id).await?)
 }
 
 /// The subscription as its owner sees it, with its current secret opened.
-fn with_secret(state: &AppState, row: subscription::Model) -> Result<dto::Subscription> {
-    let secret = state.sealer.open(&row.secret, &row.id)?;
+fn with_secret(services: &Services, row: subscription::Model) -> Result<dto::Subscription> {
+    let secret = services.sealer.open(&row.secret, &row.id)?;
     Ok(views::subscription(row, Some(secret)))
 }
 
 pub async fn list(
-    state: &AppState,
+    services: &Services,
     who: &Principal,
     customer_id: Option<&str>,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Subscription>> {
-    let rows = subscriptions::list(&state.db, who.customer_filter(customer_id).as_deref(), &page).await?;
+    let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_deref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page { data: rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor })
 }
 
-pub async fn update(state: &AppState, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
-    let c = parse_changes(body, false, state.settings.allow_private_targets)?;
-    let mut row = visible(state, who, id).await?;
-    let txn = state.db.begin().await?;
+pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
+    let c = parse_changes(body, false, services.settings.allow_private_targets)?;
+    let mut row = visible(services, who, id).await?;
+    let txn = services.db.begin().await?;
     if let Some(url) = c.url {
         if url.as_str() != row.url {
-            let endpoint = endpoints::get_or_create(&txn, new_endpoint(state, &row.customer_id, &url)).await?;
+            let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &row.customer_id, &url)).await?;
             messages::move_to_endpoint(&txn, &row.id, &endpoint.id).await?;
             row.url = url.as_str().to_string();
             row.endpoint_id = endpoint.id;
@@ -201,49 +201,44 @@ pub async fn update(state: &AppState, who: &Principal, id: &str, body: &Value) -
     if let Some(status) = c.status {
         row.status = status.as_str().into();
     }
-    row.updated_at = state.now_ms();
+    row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
     txn.commit().await?;
-    with_secret(state, row)
+    with_secret(services, row)
 }
 
 /// Deletes the subscription; its undelivered messages end `dead` with
 /// `subscription_deleted`, and their history stays readable.
-pub async fn delete(state: &AppState, who: &Principal, id: &str) -> Result<()> {
-    let row = visible(state, who, id).await?;
-    let txn = state.db.begin().await?;
-    messages::kill_for_subscription(&txn, &row.id, state.now_ms()).await?;
+pub async fn delete(services: &Services, who: &Principal, id: &str) -> Result<()> {
+    let row = visible(services, who, id).await?;
+    let txn = services.db.begin().await?;
+    messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
     subscriptions::delete(&txn, &row.id).await?;
     txn.commit().await?;
     Ok(())
 }
 
 /// A new secret; the previous one keeps signing for 24 hours so receivers can switch.
-pub async fn rotate_secret(state: &AppState, who: &Principal, id: &str) -> Result<dto::Subscription> {
-    let mut row = visible(state, who, id).await?;
-    let now = state.now_ms();
+pub async fn rotate_secret(services: &Services, who: &Principal, id: &str) -> Result<dto::Subscription> {
+    let mut row = visible(services, who, id).await?;
+    let now = services.now_ms();
     let secret = secret_from_bytes(random_bytes::<32>());
-    row.previous_secret = Some(std::mem::replace(&mut row.secret, state.sealer.seal(&secret, &row.id)));
+    row.previous_secret = Some(std::mem::replace(&mut row.secret, services.sealer.seal(&secret, &row.id)));
     row.previous_secret_expires_at = Some(now + ROTATION_OVERLAP_MS);
     row.updated_at = now;
-    subscriptions::update(&state.db, row.clone()).await?;
+    subscriptions::update(&services.db, row.clone()).await?;
     Ok(views::subscription(row, Some(secret)))
 }
 
 /// Seals any secret still stored in plaintext (written before secrets were sealed at rest).
-pub async fn seal_plaintext_secrets(state: &AppState) -> Result<()> {
-    for mut row in subscriptions::with_plaintext_secrets(&state.db).await? {
-        let seal =
-            |value: &str| if Sealer::is_sealed(value) { value.to_string() } else { state.sealer.seal(value, &row.id) };
+pub async fn seal_plaintext_secrets(services: &Services) -> Result<()> {
+    for mut row in subscriptions::with_plaintext_secrets(&services.db).await? {
+        let seal = |value: &str| {
+            if Sealer::is_sealed(value) { value.to_string() } else { services.sealer.seal(value, &row.id) }
+        };
         row.secret = seal(&row.secret);
         row.previous_secret = row.previous_secret.as_deref().map(seal);
-        subscriptions::update(&state.db, row).await?;
+        subscriptions::update(&services.db, row).await?;
     }
     Ok(())
-}
-
-/// Whether a subscription wants this event type.
-/// The event types a subscription stored as JSON; none when unreadable.
-pub fn event_types(event_types_json: &str) -> Vec<String> {
-    serde_json::from_str(event_types_json).unwrap_or_default()
 }

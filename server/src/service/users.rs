@@ -7,9 +7,9 @@ use app::domain::states::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
 
+use super::Services;
 use super::{Principal, Result};
 use crate::clock::to_utc;
-use crate::state::AppState;
 use crate::store::entities::user;
 use crate::store::users;
 
@@ -18,8 +18,8 @@ use crate::store::users;
 static DECOY_HASH: LazyLock<String> = LazyLock::new(|| super::customers::hash_password("no such user"));
 
 /// The user with this name and password, if both are right.
-pub async fn verify_login(state: &AppState, username: &str, password: &str) -> Result<Option<user::Model>> {
-    let found = users::find_by_username(&state.db, username).await?;
+pub async fn verify_login(services: &Services, username: &str, password: &str) -> Result<Option<user::Model>> {
+    let found = users::find_by_username(&services.db, username).await?;
     let hash = found.as_ref().map(|u| u.password_hash.clone()).unwrap_or_else(|| DECOY_HASH.clone());
     let password = password.to_string();
     // Argon2 is deliberately slow: keep it off the async threads.
@@ -32,8 +32,8 @@ pub async fn verify_login(state: &AppState, username: &str, password: &str) -> R
     Ok(found.filter(|_| valid))
 }
 
-pub async fn get(state: &AppState, id: &str) -> Result<Option<user::Model>> {
-    Ok(users::get(&state.db, id).await?)
+pub async fn get(services: &Services, id: &str) -> Result<Option<user::Model>> {
+    Ok(users::get(&services.db, id).await?)
 }
 
 pub fn view(row: user::Model) -> dto::User {
@@ -46,9 +46,9 @@ pub fn view(row: user::Model) -> dto::User {
     }
 }
 
-pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<dto::User>> {
+pub async fn list(services: &Services, who: &Principal) -> Result<Vec<dto::User>> {
     who.require_admin()?;
-    Ok(users::list(&state.db).await?.into_iter().map(view).collect())
+    Ok(users::list(&services.db).await?.into_iter().map(view).collect())
 }
 
 /// What the dashboard acts as for this user.

@@ -1,3 +1,5 @@
+//! API keys, found by the hash of their token.
+
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter};
 
 use super::entities::api_key::{self, Entity as ApiKeys};

@@ -1,3 +1,5 @@
+//! Attempts: a message's history, and the counts per minute the overview charts.
+
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 

@@ -1,3 +1,5 @@
+//! The audit log's rows.
+
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,

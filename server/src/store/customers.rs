@@ -1,3 +1,5 @@
+//! Customers.
+
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,

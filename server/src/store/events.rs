@@ -1,3 +1,6 @@
+//! Events: the publish's insert of a batch with its messages (checked against
+//! the routing it was made with), lookups by id and by `(customer, source, id)`.
+
 use std::sync::LazyLock;
 
 use foldhash::{HashSet, HashSetExt};

@@ -2,20 +2,17 @@
 //! that makes messages due sends NOTIFY; every process LISTENs and wakes its
 //! lanes on the others' notifications. On SQLite (one process) both are no-ops.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr};
 use tokio::sync::watch;
 
-use crate::worker::Wakeup;
-
 const CHANNEL: &str = "herald_wake";
 
 /// Inside a transaction, the notification is sent at commit, never before. It
-/// carries the sender's `origin` (the hex of [`Wakeup::origin`]), which ignores
-/// its own: it has woken its lanes itself.
+/// carries the sender's `origin` (hex digits naming the process), so that a
+/// process can ignore its own: it has woken its lanes itself.
 pub async fn send(db: &impl ConnectionTrait, origin: &str) -> Result<(), DbErr> {
     if db.get_database_backend() == DbBackend::Postgres {
         debug_assert!(origin.bytes().all(|b| b.is_ascii_hexdigit()), "a literal needs no quoting");
@@ -24,8 +21,9 @@ pub async fn send(db: &impl ConnectionTrait, origin: &str) -> Result<(), DbErr> 
     Ok(())
 }
 
-/// Wakes the lanes on every notification until shutdown; reconnects after errors.
-pub async fn listen(db: DatabaseConnection, wake: Arc<Wakeup>, mut shutdown: watch::Receiver<bool>) {
+/// Calls `notified` with the origin of every notification until shutdown;
+/// reconnects after errors.
+pub async fn listen(db: DatabaseConnection, notified: impl Fn(&str), mut shutdown: watch::Receiver<bool>) {
     if db.get_database_backend() != DbBackend::Postgres {
         return;
     }
@@ -48,8 +46,7 @@ pub async fn listen(db: DatabaseConnection, wake: Arc<Wakeup>, mut shutdown: wat
         loop {
             tokio::select! {
                 received = listener.recv() => match received {
-                    Ok(notification) if notification.payload() == wake.origin() => {}
-                    Ok(_) => wake.notify_one(),
+                    Ok(notification) => notified(notification.payload()),
                     Err(e) => {
                         tracing::warn!(error = %e, "the LISTEN connection dropped; reconnecting");
                         break;

@@ -1,4 +1,11 @@
+//! Subscriptions: their rows, the active ones of a customer with their endpoints
+//! (the publish's routing), and how a stored subscription reads (its event types
+//! and retry policy).
+
 use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use app::domain::policy::RetryPolicy;
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -106,4 +113,58 @@ pub async fn with_plaintext_secrets(db: &impl ConnectionTrait) -> Result<Vec<sub
         ))
         .all(db)
         .await
+}
+
+/// The event types a subscription stored as JSON; none when unreadable.
+pub fn event_types(event_types_json: &str) -> Vec<String> {
+    serde_json::from_str(event_types_json).unwrap_or_default()
+}
+
+/// The subscription's stored policy (validated when it was saved).
+pub fn policy_of(sub: &subscription::Model) -> Arc<RetryPolicy> {
+    stored_policy(&sub.retry_policy)
+}
+
+fn stored_policy(text: &str) -> Arc<RetryPolicy> {
+    if let Some(policy) = POLICIES.lock().expect("policies lock").get(text) {
+        return policy.clone();
+    }
+    let policy = Arc::new(
+        serde_json::from_str(text)
+            .ok()
+            .and_then(|v| RetryPolicy::parse(&v, "retry_policy").ok())
+            .unwrap_or_else(RetryPolicy::default_policy),
+    );
+    let mut known = POLICIES.lock().expect("policies lock");
+    if known.len() >= MAX_POLICIES {
+        known.clear();
+    }
+    known.insert(text.to_string(), policy.clone());
+    policy
+}
+
+/// The retry policies read so far, by their stored text. Every publish and every
+/// delivery needs its subscription's policy; reading the JSON each time cost more
+/// than this lookup. Few distinct texts exist (presets, mostly); past the bound
+/// the map starts over.
+static POLICIES: LazyLock<Mutex<foldhash::HashMap<String, Arc<RetryPolicy>>>> = LazyLock::new(Default::default);
+const MAX_POLICIES: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use app::domain::policy::{Preset, Schedule};
+
+    use super::stored_policy;
+
+    #[test]
+    fn a_stored_policy_is_read_once_per_text() {
+        let workfront = r#""workfront""#;
+        let first = stored_policy(workfront);
+        assert_eq!(first.schedule, Schedule::Preset(Preset::Workfront));
+        assert!(Arc::ptr_eq(&first, &stored_policy(workfront)), "the second reading is the first's");
+        let other = stored_policy(r#"{"kind":"exponential","min_delay_secs":1,"max_delay_secs":60}"#);
+        assert_eq!(other.schedule, Schedule::Exponential { min_delay_secs: 1, max_delay_secs: 60 });
+    }
 }

@@ -1,3 +1,5 @@
+//! Dashboard users.
+
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter,
     QueryOrder,

@@ -14,22 +14,23 @@ use serde_json::{Value, json};
 use tower_sessions::Session;
 
 use crate::service::messages::ListQuery;
-use crate::service::{self, Principal, ServiceError, customers, endpoints, events, messages, subscriptions, users};
-use crate::state::AppState;
+use crate::service::{
+    self, Principal, ServiceError, Services, customers, endpoints, events, messages, subscriptions, users,
+};
 
 const USER_KEY: &str = "user_id";
 /// How long a new API key's token waits to be shown.
 const TOKEN_SHOWN_FOR: Duration = Duration::from_secs(300);
 
 pub struct DashboardBackend {
-    state: AppState,
+    services: Services,
     /// New API keys' tokens, by (user id, key id), kept only in memory until shown once.
     new_tokens: Mutex<HashMap<(String, String), (String, Instant)>>,
 }
 
 impl DashboardBackend {
-    pub fn new(state: AppState) -> Self {
-        DashboardBackend { state, new_tokens: Mutex::default() }
+    pub fn new(services: Services) -> Self {
+        DashboardBackend { services, new_tokens: Mutex::default() }
     }
 }
 
@@ -59,7 +60,7 @@ fn principal(v: &Viewer) -> Principal {
     }
 }
 
-fn page(cursor: Option<String>) -> Result<crate::store::page::PageRequest, UiError> {
+fn page(cursor: Option<String>) -> Result<service::PageRequest, UiError> {
     service::page_request(None, cursor.as_deref()).map_err(ui_error)
 }
 
@@ -71,14 +72,14 @@ fn session(request: &Parts) -> Option<Session> {
 impl Backend for DashboardBackend {
     async fn viewer(&self, request: &Parts) -> Option<Viewer> {
         let user_id: String = session(request)?.get(USER_KEY).await.ok()??;
-        let row = users::get(&self.state, &user_id).await.ok()??;
+        let row = users::get(&self.services, &user_id).await.ok()??;
         let user = users::view(row);
         Some(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
     }
 
     async fn login(&self, request: &Parts, username: &str, password: &str) -> Result<Viewer, UiError> {
         let session = session(request).ok_or(UiError::Internal)?;
-        let user = users::verify_login(&self.state, username, password)
+        let user = users::verify_login(&self.services, username, password)
             .await
             .map_err(ui_error)?
             .ok_or_else(|| UiError::Invalid("Wrong username or password.".into()))?;
@@ -96,31 +97,31 @@ impl Backend for DashboardBackend {
     }
 
     async fn overview(&self, v: &Viewer) -> Result<Overview, UiError> {
-        service::overview::overview(&self.state, &principal(v)).await.map_err(ui_error)
+        service::overview::overview(&self.services, &principal(v)).await.map_err(ui_error)
     }
 
     async fn subscriptions(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Subscription>, UiError> {
-        subscriptions::list(&self.state, &principal(v), None, page(cursor)?).await.map_err(ui_error)
+        subscriptions::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
     }
 
     async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::get(&self.state, &principal(v), id).await.map_err(ui_error)
+        subscriptions::get(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError> {
-        subscriptions::create(&self.state, &principal(v), &body).await.map_err(ui_error)
+        subscriptions::create(&self.services, &principal(v), &body).await.map_err(ui_error)
     }
 
     async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError> {
-        subscriptions::update(&self.state, &principal(v), id, &body).await.map_err(ui_error)
+        subscriptions::update(&self.services, &principal(v), id, &body).await.map_err(ui_error)
     }
 
     async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::rotate_secret(&self.state, &principal(v), id).await.map_err(ui_error)
+        subscriptions::rotate_secret(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError> {
-        events::send_test(&self.state, &principal(v), id).await.map_err(ui_error)
+        events::send_test(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError> {
@@ -132,15 +133,15 @@ impl Backend for DashboardBackend {
             since: filter.since,
             until: filter.until,
         };
-        messages::list(&self.state, &principal(v), &query, page(cursor)?).await.map_err(ui_error)
+        messages::list(&self.services, &principal(v), &query, page(cursor)?).await.map_err(ui_error)
     }
 
     async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError> {
-        messages::detail(&self.state, &principal(v), id).await.map_err(ui_error)
+        messages::detail(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError> {
-        messages::replay_one(&self.state, &principal(v), id).await.map_err(ui_error)
+        messages::replay_one(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError> {
@@ -148,27 +149,27 @@ impl Backend for DashboardBackend {
             "state": "dead", "subscription_id": filter.subscription_id, "event_type": filter.event_type,
             "since": filter.since, "until": filter.until,
         });
-        Ok(messages::replay_bulk(&self.state, &principal(v), &body).await.map_err(ui_error)?.replayed)
+        Ok(messages::replay_bulk(&self.services, &principal(v), &body).await.map_err(ui_error)?.replayed)
     }
 
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError> {
-        endpoints::list(&self.state, &principal(v), None, page(cursor)?).await.map_err(ui_error)
+        endpoints::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
     }
 
     async fn unlock(&self, v: &Viewer, id: &str) -> Result<Endpoint, UiError> {
-        endpoints::unlock(&self.state, &principal(v), id).await.map_err(ui_error)
+        endpoints::unlock(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError> {
-        customers::list(&self.state, &principal(v), page(cursor)?).await.map_err(ui_error)
+        customers::list(&self.services, &principal(v), page(cursor)?).await.map_err(ui_error)
     }
 
     async fn create_customer(&self, v: &Viewer, name: &str) -> Result<Customer, UiError> {
-        customers::create(&self.state, &principal(v), &json!({"name": name})).await.map_err(ui_error)
+        customers::create(&self.services, &principal(v), &json!({"name": name})).await.map_err(ui_error)
     }
 
     async fn create_api_key(&self, v: &Viewer, customer_id: &str, name: &str) -> Result<ApiKeyCreated, UiError> {
-        let key = customers::create_api_key(&self.state, &principal(v), customer_id.trim(), &json!({"name": name}))
+        let key = customers::create_api_key(&self.services, &principal(v), customer_id.trim(), &json!({"name": name}))
             .await
             .map_err(ui_error)?;
         let mut tokens = self.new_tokens.lock().expect("tokens lock");
@@ -184,14 +185,14 @@ impl Backend for DashboardBackend {
     }
 
     async fn users(&self, v: &Viewer) -> Result<Vec<User>, UiError> {
-        users::list(&self.state, &principal(v)).await.map_err(ui_error)
+        users::list(&self.services, &principal(v)).await.map_err(ui_error)
     }
 
     async fn create_user(&self, v: &Viewer, body: Value) -> Result<User, UiError> {
-        customers::create_user(&self.state, &principal(v), &body).await.map_err(ui_error)
+        customers::create_user(&self.services, &principal(v), &body).await.map_err(ui_error)
     }
 
     async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError> {
-        customers::audit_log(&self.state, &principal(v), page(cursor)?).await.map_err(ui_error)
+        customers::audit_log(&self.services, &principal(v), page(cursor)?).await.map_err(ui_error)
     }
 }

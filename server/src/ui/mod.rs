@@ -21,7 +21,7 @@ use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration as CookieDuration;
 use tower_sessions::{Expiry, SessionManagerLayer};
 
-use crate::state::AppState;
+use crate::service::Services;
 use crate::store::sessions::DbSessionStore;
 use backend::DashboardBackend;
 
@@ -35,15 +35,15 @@ const STYLESHEET: &str = include_str!("../../../style/main.css");
 /// before the list exists, and the switch is never thrown again.
 static ROUTES: LazyLock<Vec<AxumRouteListing>> = LazyLock::new(|| generate_route_list(App));
 
-pub fn router(state: AppState) -> Router {
+pub fn router(services: Services) -> Router {
     let options = LeptosOptions::builder().output_name("herald").build();
-    let backend: SharedBackend = Arc::new(DashboardBackend::new(state.clone()));
+    let backend: SharedBackend = Arc::new(DashboardBackend::new(services.clone()));
     let routes = ROUTES.clone();
-    let sessions = SessionManagerLayer::new(DbSessionStore::new(state.db.clone()))
+    let sessions = SessionManagerLayer::new(DbSessionStore::new(services.db.clone()))
         .with_name(SESSION_COOKIE)
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
-        .with_secure(state.settings.secure_cookies)
+        .with_secure(services.settings.secure_cookies)
         .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
     Router::new()
         .leptos_routes_with_context(&options, routes, move || provide_context(backend.clone()), shell)
@@ -53,18 +53,14 @@ pub fn router(state: AppState) -> Router {
         .route("/style/main.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLESHEET) }))
 }
 
-/// Unknown paths: a problem+json 404 under `/api/`, the dashboard's "not found" page elsewhere.
-pub fn not_found(state: AppState) -> impl Fn(Request) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
-    let backend: SharedBackend = Arc::new(DashboardBackend::new(state));
+/// The dashboard's "not found" page, for paths no route serves.
+pub fn not_found(
+    services: Services,
+) -> impl Fn(Request) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
+    let backend: SharedBackend = Arc::new(DashboardBackend::new(services));
     let render = leptos_axum::render_app_async_with_context(move || provide_context(backend.clone()), shell);
     move |request: Request| {
         let render = render.clone();
-        Box::pin(async move {
-            if request.uri().path().starts_with("/api/") {
-                crate::api::problem::ApiError::NotFound.into_response()
-            } else {
-                render(request).await.into_response()
-            }
-        })
+        Box::pin(async move { render(request).await.into_response() })
     }
 }

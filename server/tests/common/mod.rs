@@ -12,8 +12,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use herald::clock::{Clock, ManualClock};
+use herald::pipeline::Lanes;
 use herald::store::messages::Lane;
-use herald::worker::Worker;
 use herald::{Application, Settings};
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
@@ -92,8 +92,8 @@ pub struct TestApp {
     pub base: String,
     pub http: reqwest::Client,
     pub clock: Arc<ManualClock>,
-    pub worker: Worker,
-    pub state: herald::state::AppState,
+    pub lanes: Lanes,
+    pub services: herald::service::Services,
     _stop: watch::Sender<bool>,
     _db: TestDb,
 }
@@ -110,15 +110,15 @@ impl TestApp {
         let clock = ManualClock::starting_at(chrono::Utc::now().timestamp_millis());
         let app = Application::build_with_clock(s, clock.clone()).await.expect("application starts");
         let base = format!("http://{}", app.addr);
-        let state = app.state.clone();
+        let services = app.services.clone();
         let (stop, stopped) = watch::channel(false);
         tokio::spawn(app.run(stopped, false));
         TestApp {
             base,
             http: reqwest::Client::builder().timeout(HTTP_TIMEOUT).build().unwrap(),
             clock,
-            worker: Worker::new(state.clone()),
-            state,
+            lanes: Lanes::new(services.pipeline.clone()),
+            services,
             _stop: stop,
             _db: db,
         }
@@ -204,11 +204,11 @@ impl TestApp {
     }
 
     pub async fn deliver_fresh(&self) -> usize {
-        self.worker.tick(Lane::Fresh).await.expect("fresh lane runs")
+        self.lanes.tick(Lane::Fresh).await.expect("fresh lane runs")
     }
 
     pub async fn deliver_retries(&self) -> usize {
-        self.worker.tick(Lane::Retry).await.expect("retry lane runs")
+        self.lanes.tick(Lane::Retry).await.expect("retry lane runs")
     }
 
     pub fn advance_secs(&self, secs: f64) {

@@ -1,30 +1,55 @@
-//! One claimed message, from its circuit's gate to its recorded outcome.
+//! One claimed or handed-over message, from its circuit's gate to its
+//! recorded outcome: the gate, the request built and signed, the send, the
+//! decision, and the record.
 
 use std::sync::Arc;
 
 use app::domain::breaker::Gate;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
+use tokio::sync::Semaphore;
 
-use super::Worker;
+use super::Pipeline;
 use super::decide::decide;
 use super::handoff::Place;
-use super::http::{Received, headers_json, send};
-use super::record::AttemptRecord;
-use super::request;
-use super::targets::Target;
-use crate::service::events::policy_of;
+use super::job::Job;
+use super::recorder::{AttemptRecord, Recorder};
+use super::send::http::{self, Received, headers_json, send};
+use super::send::request;
+use super::send::signing_keys::SigningKeys;
+use super::send::targets::{Target, Targets};
 use crate::store::endpoints::{gate_of, take_probe};
-use crate::store::entities::{endpoint, event, message, subscription};
+use crate::store::entities::{endpoint, message};
 use crate::store::messages::{self, Finish, Lane};
+use crate::store::subscriptions::policy_of;
 use crate::telemetry;
 
-/// A claimed message with what is needed to send it.
-pub struct Job {
-    pub message: message::Model,
-    pub subscription: Option<Arc<subscription::Model>>,
-    pub event: Option<Arc<event::Model>>,
-    pub endpoint: Option<Arc<endpoint::Model>>,
+/// What both lanes send with: one HTTP client, the receivers' URLs and
+/// signing keys as last read, and the recorder.
+pub struct Deliverer {
+    pipeline: Pipeline,
+    client: reqwest::Client,
+    /// Attempts sent and waiting for their record to be committed.
+    unrecorded: Arc<Semaphore>,
+    recorder: Recorder,
+    targets: Targets,
+    signing_keys: SigningKeys,
+}
+
+impl Deliverer {
+    pub fn new(pipeline: Pipeline) -> Deliverer {
+        let delivery = &pipeline.settings.delivery;
+        let allow_private = pipeline.settings.allow_private_targets;
+        let client = http::client(allow_private, delivery.fresh_concurrency + delivery.retry_concurrency);
+        // As many as both lanes send at once, so that a crash repeats at most twice the
+        // lanes' concurrency, and the memory they hold is bounded while the database falls
+        // behind the receivers.
+        let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
+        let recorder = Recorder::spawn(pipeline.clone());
+        let targets = Targets::new(allow_private);
+        let signing_keys = SigningKeys::new(pipeline.sealer.clone());
+        Deliverer { pipeline, client, unrecorded, recorder, targets, signing_keys }
+    }
 }
 
 /// Why a message goes back without an attempt.
@@ -34,18 +59,18 @@ enum Release {
     Hold,
 }
 
-impl Worker {
+impl Deliverer {
     /// Sends one message and records the attempt. The endpoint's slot and the
     /// lane's worker are freed as soon as the receiver has answered, so that
     /// the next message does not wait for this one's record to be committed.
-    pub(super) async fn deliver(&self, job: Job, place: Place) {
+    pub async fn deliver(&self, job: Job, place: Place) {
         let Job { message, subscription, event, endpoint } = job;
         let msg = &message;
         let (Some(sub), Some(event)) = (&subscription, &event) else {
             return self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
         };
         let policy = policy_of(sub);
-        let now = self.state.now_ms();
+        let now = self.pipeline.now_ms();
         if policy.is_expired((now - msg.ttl_started_at).max(0) as u64) {
             return self.release(msg, Release::Dead(DeadReason::Expired)).await;
         }
@@ -70,7 +95,7 @@ impl Worker {
             Target::Blocked => Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address"),
             Target::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
         };
-        let worker = place.free_slot(&self.state.wake);
+        let worker = place.free_slot(&self.pipeline.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
         // this attempt waits for its group commit, once it has a place among the
         // attempts sent and not yet recorded (which bounds what a crash repeats).
@@ -79,13 +104,13 @@ impl Worker {
         let lane_was_full = worker.semaphore().available_permits() == 0;
         drop(worker);
         if lane_was_full {
-            self.state.wake.room();
+            self.pipeline.wake.room();
         }
-        let decision = decide(&policy, msg, &received, self.state.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
+        let decision = decide(&policy, msg, &received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
         let metrics = telemetry::hot();
         metrics.attempts(decision.outcome).increment(1);
         if decision.outcome == Outcome::Success {
-            let latency = (self.state.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
+            let latency = (self.pipeline.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
             metrics.delivery_latency.record(latency);
         }
         let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
@@ -95,10 +120,10 @@ impl Worker {
             Ok(Some(transition)) => {
                 // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.
                 if let Some(at) = retry_at {
-                    self.state.wake.retry_at(at);
+                    self.pipeline.wake.retry_at(at);
                 }
                 if transition.changed() && transition.to == EndpointState::Closed {
-                    self.state.wake.of(Lane::Retry).notify_one();
+                    self.pipeline.wake.of(Lane::Retry).notify_one();
                 }
             }
             Ok(None) => tracing::warn!(%message_id, "lease lost before the attempt was recorded"),
@@ -110,12 +135,12 @@ impl Worker {
 
     /// `None` when the message may be sent now (normally, or as the probe).
     async fn pass_gate(&self, endpoint: &endpoint::Model, now: i64) -> Result<Option<Release>, sea_orm::DbErr> {
-        let probe_ms = self.state.settings.breaker.config().probe_ms;
+        let probe_ms = self.pipeline.settings.breaker.config().probe_ms;
         Ok(match gate_of(endpoint, now) {
             Gate::Send => None,
             Gate::Hold => Some(Release::Hold),
             Gate::Defer { until_ms } => Some(Release::DeferUntil(until_ms)),
-            Gate::Probe if take_probe(&self.state.db, &endpoint.id, now, probe_ms).await? => {
+            Gate::Probe if take_probe(&self.pipeline.db, &endpoint.id, now, probe_ms).await? => {
                 tracing::info!(endpoint_id = %endpoint.id, "probing a disabled endpoint");
                 None
             }
@@ -124,9 +149,9 @@ impl Worker {
     }
 
     async fn release(&self, msg: &message::Model, why: Release) {
-        let now = self.state.now_ms();
+        let now = self.pipeline.now_ms();
         let token = msg.lease_token.unwrap_or_default();
-        let db = &self.state.db;
+        let db = &self.pipeline.db;
         let (state, dead_reason, next_attempt_at) = match why {
             Release::DeferUntil(until) => (MessageState::Pending, None, until),
             Release::Dead(reason) => (MessageState::Dead, Some(reason.as_str()), 0),

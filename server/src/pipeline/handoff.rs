@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Wakeup;
-use super::busy::{EndpointSlots, Slot};
-use super::deliver::Job;
+use super::endpoint_slots::{EndpointSlots, Slot};
+use super::job::Job;
 
 /// A reserved place in the fresh lane: one of its workers and one of the
 /// endpoint's slots. Dropping it frees both.

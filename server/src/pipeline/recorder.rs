@@ -13,9 +13,9 @@ use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
+use super::Pipeline;
 use super::decide::Decision;
-use super::http::{Received, headers_json};
-use crate::state::AppState;
+use super::send::http::{Received, headers_json};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
 use crate::store::messages;
@@ -50,9 +50,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn spawn(state: AppState) -> Recorder {
+    pub fn spawn(pipeline: Pipeline) -> Recorder {
         let (queue, incoming) = mpsc::unbounded_channel();
-        tokio::spawn(run(state, incoming));
+        tokio::spawn(run(pipeline, incoming));
         Recorder { queue }
     }
 
@@ -63,8 +63,8 @@ impl Recorder {
     }
 }
 
-async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
-    let mut writers = Writers::for_database(&state.db);
+async fn run(pipeline: Pipeline, mut incoming: mpsc::UnboundedReceiver<Pending>) {
+    let mut writers = Writers::for_database(&pipeline.db);
     let mut held: Option<Pending> = None;
     loop {
         writers.room().await;
@@ -93,16 +93,16 @@ async fn run(state: AppState, mut incoming: mpsc::UnboundedReceiver<Pending>) {
                 Err(_) => break,
             }
         }
-        writers.spawn(commit_batch(state.clone(), batch));
+        writers.spawn(commit_batch(pipeline.clone(), batch));
     }
     writers.finish().await;
 }
 
 /// Writes one batch in one transaction and answers each attempt's worker.
-async fn commit_batch(state: AppState, batch: Vec<Pending>) {
+async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>) {
     let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
     let size = records.len();
-    match write(&state, records).await {
+    match write(&pipeline, records).await {
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(Ok(result));
@@ -139,8 +139,8 @@ fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
 }
 
 /// One transaction for the whole batch; the results are in the batch's order.
-async fn write(state: &AppState, mut records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
-    let now = state.now_ms();
+async fn write(pipeline: &Pipeline, mut records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
+    let now = pipeline.now_ms();
     let ends: Vec<End> = records
         .iter()
         .map(|r| End {
@@ -150,7 +150,7 @@ async fn write(state: &AppState, mut records: Vec<AttemptRecord>) -> Result<Vec<
         })
         .collect();
     let rows = records.iter_mut().map(attempt_row).collect();
-    let txn = state.db.begin().await?;
+    let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate().filter(|(_, r)| moved.contains(&r.message.id)) {
@@ -163,7 +163,7 @@ async fn write(state: &AppState, mut records: Vec<AttemptRecord>) -> Result<Vec<
     for endpoint in lock_many(&txn, endpoint_ids).await? {
         let indexes = &by_endpoint[endpoint.id.as_str()];
         let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
-        let (circuit, transitions) = count_attempts(state, &txn, &endpoint, &outcomes, now).await?;
+        let (circuit, transitions) = count_attempts(pipeline, &txn, &endpoint, &outcomes, now).await?;
         for (&i, transition) in indexes.iter().zip(transitions) {
             results[i] = Some(transition);
         }
@@ -184,14 +184,14 @@ async fn write(state: &AppState, mut records: Vec<AttemptRecord>) -> Result<Vec<
 /// Applies the breaker's rules to each outcome in turn; acts on every
 /// transition (hold when locked, release when closed). Returns the circuit to save.
 async fn count_attempts(
-    state: &AppState,
+    pipeline: &Pipeline,
     txn: &DatabaseTransaction,
     endpoint: &endpoint::Model,
     outcomes: &[bool],
     now: i64,
 ) -> Result<(Circuit, Vec<Transition>), DbErr> {
     let endpoint_id = endpoint.id.as_str();
-    let breaker = state.settings.breaker.config();
+    let breaker = pipeline.settings.breaker.config();
     let mut circuit = circuit_of(endpoint);
     let mut transitions = Vec::with_capacity(outcomes.len());
     for &success in outcomes {

@@ -4,7 +4,7 @@
 use app::domain::policy::{Failure, Next, RetryPolicy};
 use app::domain::states::{ErrorKind, MessageState, Outcome};
 
-use super::http::Received;
+use super::send::http::Received;
 use crate::store::entities::message;
 use crate::store::messages::Finish;
 

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::worker::waiting::Waiting;
+use super::waiting::Waiting;
 
 /// What a lane claims next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,8 +115,8 @@ impl Lookout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::job::Job;
     use crate::store::entities::message;
-    use crate::worker::deliver::Job;
 
     fn waiting(endpoint_id: &str, n: usize) -> Waiting {
         let mut waiting = Waiting::default();

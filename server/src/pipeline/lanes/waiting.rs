@@ -8,8 +8,8 @@ use std::collections::VecDeque;
 
 use foldhash::HashMap;
 
-use super::deliver::Job;
-use super::handoff::{Place, Ready, Spot};
+use crate::pipeline::handoff::{Place, Ready, Spot};
+use crate::pipeline::job::Job;
 
 /// How long a message may wait for its endpoint before it goes back
 /// to the database (well inside its lease).
@@ -96,9 +96,9 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
+    use crate::pipeline::endpoint_slots::EndpointSlots;
+    use crate::pipeline::handoff::take_place;
     use crate::store::entities::message;
-    use crate::worker::busy::EndpointSlots;
-    use crate::worker::handoff::take_place;
 
     fn job(id: &str, endpoint_id: &str) -> Job {
         let message = message::Model::leased_sample(id, endpoint_id);

@@ -14,11 +14,9 @@ use sea_orm::{ConnectionTrait, DbErr};
 
 use app::domain::policy::RetryPolicy;
 
-use super::events::policy_of;
-use super::subscriptions::event_types;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
-use crate::store::subscriptions;
+use crate::store::subscriptions::{self, event_types, policy_of};
 
 /// Past this many customers the cache starts over, so it cannot grow without bound.
 const MAX_CUSTOMERS: usize = 10_000;

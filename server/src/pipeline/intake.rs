@@ -18,17 +18,20 @@ use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
-use super::events::pending_message;
+use super::PublishError;
+use super::handoff::{Handed, Handoff, Ready, Reserved};
+use super::job::Job;
 use super::routes::{Route, Routes, Target, routed_by};
-use super::{Result, ServiceError};
+use super::wakeup::Wakeup;
 use crate::clock::SharedClock;
 use crate::ids::new_id;
 use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
+use crate::store::messages::pending_message;
 use crate::store::writers::Writers;
 use crate::store::{events, notify};
-use crate::worker::handoff::{Handed, Handoff, Ready, Reserved};
-use crate::worker::{Job, Wakeup};
+
+type Result<T> = std::result::Result<T, PublishError>;
 
 /// Events written in one batch at most; a request is never split.
 const MAX_EVENTS: usize = 2000;
@@ -38,7 +41,7 @@ const MAX_EVENTS: usize = 2000;
 const ROUTING_TRIES: usize = 5;
 
 /// What the intake task needs (not the whole application state, which holds the intake).
-pub struct IntakeParts {
+pub struct Parts {
     pub db: DatabaseConnection,
     pub clock: SharedClock,
     pub wake: Arc<Wakeup>,
@@ -59,7 +62,7 @@ pub struct Intake {
 }
 
 impl Intake {
-    pub fn spawn(parts: IntakeParts) -> Intake {
+    pub fn spawn(parts: Parts) -> Intake {
         let (queue, incoming) = mpsc::unbounded_channel();
         tokio::spawn(run(parts, incoming));
         Intake { queue }
@@ -68,13 +71,13 @@ impl Intake {
     /// Stores the events for the customer; returns once they are committed.
     pub async fn publish(&self, customer_id: String, events: Vec<CloudEvent>) -> Result<PublishResult> {
         let (reply, answer) = oneshot::channel();
-        let stopped = || ServiceError::Db(DbErr::Custom("the intake has stopped".into()));
+        let stopped = || PublishError::Db(DbErr::Custom("the intake has stopped".into()));
         self.queue.send(Request { customer_id, events, reply }).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
 
-async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>) {
+async fn run(parts: Parts, mut incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
     let routes = Arc::new(Routes::default());
     let mut writers = Writers::one();
@@ -104,7 +107,7 @@ async fn run(parts: IntakeParts, mut incoming: mpsc::UnboundedReceiver<Request>)
 }
 
 /// Writes one batch atomically and answers each of its requests.
-async fn commit_batch(parts: Arc<IntakeParts>, routes: Arc<Routes>, batch: Vec<Request>, size: usize) {
+async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request>, size: usize) {
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     match write(&parts, &routes, &work).await {
         Ok(written) => {
@@ -131,10 +134,10 @@ async fn commit_batch(parts: Arc<IntakeParts>, routes: Arc<Routes>, batch: Vec<R
 }
 
 /// Every request of a failed write gets the same error.
-fn copy_error(e: &ServiceError) -> ServiceError {
+fn copy_error(e: &PublishError) -> PublishError {
     match e {
-        ServiceError::Conflict(why) => ServiceError::Conflict(why.clone()),
-        other => ServiceError::Db(DbErr::Custom(other.to_string())),
+        PublishError::Conflict(why) => PublishError::Conflict(why.clone()),
+        PublishError::Db(e) => PublishError::Db(DbErr::Custom(e.to_string())),
     }
 }
 
@@ -158,7 +161,7 @@ enum Entry {
 
 /// Routes the batch with the customers' kept routing and writes it; when the
 /// write finds that routing changed, reads it again and routes anew.
-async fn write(parts: &IntakeParts, routes: &Routes, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
+async fn write(parts: &Parts, routes: &Routes, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
     let mut customers: Vec<String> = work.iter().map(|(c, _)| c.clone()).collect();
     customers.sort();
     customers.dedup();
@@ -171,12 +174,12 @@ async fn write(parts: &IntakeParts, routes: &Routes, work: &[(String, Vec<CloudE
         // The places reserved for the discarded routing are free again.
         parts.wake.room();
     }
-    Err(ServiceError::Conflict("the customer's subscriptions kept changing during the publish; try again".into()))
+    Err(PublishError::Conflict("the customer's subscriptions kept changing during the publish; try again".into()))
 }
 
 /// `None`, storing nothing, when the routing changed since it was read.
 async fn write_routed(
-    parts: &IntakeParts,
+    parts: &Parts,
     routing: &[Arc<Route>],
     work: &[(String, Vec<CloudEvent>)],
 ) -> Result<Option<Written>> {
@@ -312,7 +315,7 @@ async fn write_routed(
 /// Reserves a place in the fresh lane for the message when the lane has room
 /// for it (its endpoint's circuit is closed), and marks it leased.
 fn lease(
-    parts: &IntakeParts,
+    parts: &Parts,
     endpoint: &endpoint::Model,
     msg: &mut message::Model,
     now: i64,
@@ -343,7 +346,7 @@ fn hand_over(reserved: Reserved, message: message::Model, target: &Target, row: 
 async fn earlier(db: &DatabaseConnection, row: &event::Model) -> Result<PublishedEvent> {
     let existing = events::find_by_key(db, &row.customer_id, &row.source, &row.ce_id)
         .await?
-        .ok_or(ServiceError::Conflict("the event is being published concurrently; try again".into()))?;
+        .ok_or(PublishError::Conflict("the event is being published concurrently; try again".into()))?;
     let message_ids = existing.message_id_list();
     Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
 }

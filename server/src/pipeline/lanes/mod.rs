@@ -1,52 +1,32 @@
-//! The delivery workers: two lanes (first attempts, and retries) each claim due
-//! messages in batches and deliver them concurrently within their own budget,
-//! so a retry backlog never delays a fresh message; each endpoint also has a
-//! budget of its own, so a slow receiver never takes every worker.
+//! The two lanes (first attempts, and retries): each claims due messages in
+//! batches and delivers them concurrently within its own budget, so a retry
+//! backlog never delays a fresh message; each endpoint also has a budget of its
+//! own, so a slow receiver never takes every worker. The fresh lane also takes
+//! the messages the intake hands over.
 
-pub mod busy;
-mod decide;
-mod deliver;
-pub mod handoff;
-pub mod http;
 mod lookout;
-mod record;
-mod request;
-pub mod resolver;
-mod retry_times;
-mod signing_keys;
-mod targets;
 mod waiting;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::DbErr;
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
-use crate::config::DeliverySettings;
-use crate::state::AppState;
+use super::deliver::Deliverer;
+use super::endpoint_slots::EndpointSlots;
+use super::handoff::{Handed, Place, Ready, take_place};
+use super::job::Job;
+use super::{Pipeline, lease_ms, wakeup};
 use crate::store::entities::{endpoint, event, subscription};
 use crate::store::messages::{Among, Lane};
-use crate::store::{self, endpoints, events, messages, subscriptions};
-use busy::EndpointSlots;
-pub use deliver::Job;
-use handoff::{Handed, Place, Ready, take_place};
+use crate::store::{endpoints, events, messages, subscriptions};
 use lookout::{Look, Lookout};
-use record::Recorder;
-use retry_times::RetryTimes;
-use signing_keys::SigningKeys;
-use targets::Targets;
 use waiting::Waiting;
 
-/// How long a claim may stay unfinished before another worker takes it over:
-/// the longest timeout a subscription can have, plus the grace.
-pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
-    60_000 + delivery.lease_grace_secs as i64 * 1000
-}
-
-/// The longest the dispatcher sleeps when nothing wakes it.
+/// The longest a lane sleeps when nothing wakes it.
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// At most this many messages per claim statement.
 const CLAIM_BATCH: u64 = 128;
@@ -55,124 +35,30 @@ const CLAIM_BATCH: u64 = 128;
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
 /// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
 const HANDED_PER_ROUND: usize = 16;
-/// Endpoints with messages stored pending that the fresh lane has yet to take note of.
-const MAX_BACKLOG: usize = 4096;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
-/// Wakes the lanes: to claim everything due (messages came due, of endpoints
-/// unknown), or to look again at what they hold and know (an endpoint or a
-/// worker has room again, or messages were stored for known endpoints). A
-/// permit is stored when a lane is busy, so no wake-up is lost.
-pub struct Wakeup {
-    /// Names this process in the wake-ups it sends other processes, so that it
-    /// ignores its own.
-    origin: String,
-    fresh: Notify,
-    retry: Notify,
-    fresh_room: Notify,
-    retry_room: Notify,
-    retry_times: Mutex<RetryTimes>,
-    /// Endpoints this process stored due first attempts for, since the fresh lane last looked.
-    backlog: Mutex<Vec<String>>,
-}
-
-impl Default for Wakeup {
-    fn default() -> Wakeup {
-        Wakeup {
-            origin: format!("{:016x}", rand::random::<u64>()),
-            fresh: Notify::new(),
-            retry: Notify::new(),
-            fresh_room: Notify::new(),
-            retry_room: Notify::new(),
-            retry_times: Mutex::default(),
-            backlog: Mutex::default(),
-        }
-    }
-}
-
-impl Wakeup {
-    pub fn notify_one(&self) {
-        self.fresh.notify_one();
-        self.retry.notify_one();
-    }
-    pub fn origin(&self) -> &str {
-        &self.origin
-    }
-    pub(crate) fn of(&self, lane: Lane) -> &Notify {
-        match lane {
-            Lane::Fresh => &self.fresh,
-            Lane::Retry => &self.retry,
-        }
-    }
-    /// A retry was scheduled for `at_ms`: the retry lane looks again then.
-    pub(crate) fn retry_at(&self, at_ms: i64) {
-        self.retry_times.lock().expect("retry times").add(at_ms);
-        self.retry.notify_one();
-    }
-    /// First attempts were stored due for these endpoints: the fresh lane claims
-    /// them endpoint by endpoint, as each has room, rather than everything due.
-    pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
-        let mut backlog = self.backlog.lock().expect("backlog");
-        // Bounded while no lane takes them (none runs): the lanes' poll finds any messages anyway.
-        let room = MAX_BACKLOG.saturating_sub(backlog.len());
-        backlog.extend(endpoints.into_iter().take(room));
-        drop(backlog);
-        self.fresh_room.notify_one();
-    }
-    fn take_backlog(&self) -> Vec<String> {
-        std::mem::take(&mut *self.backlog.lock().expect("backlog"))
-    }
-    fn next_retry_after(&self, now_ms: i64) -> Option<i64> {
-        self.retry_times.lock().expect("retry times").next_after(now_ms)
-    }
-    /// Places in the lanes were freed: waiting messages may start, and a lane may claim.
-    pub(crate) fn room(&self) {
-        self.fresh_room.notify_one();
-        self.retry_room.notify_one();
-    }
-    fn room_of(&self, lane: Lane) -> &Notify {
-        match lane {
-            Lane::Fresh => &self.fresh_room,
-            Lane::Retry => &self.retry_room,
-        }
-    }
-}
-
 #[derive(Clone)]
-pub struct Worker {
-    state: AppState,
-    client: reqwest::Client,
+pub struct Lanes {
+    pipeline: Pipeline,
     slots: EndpointSlots,
-    unrecorded: Arc<Semaphore>,
-    recorder: Recorder,
-    targets: Arc<Targets>,
-    signing_keys: Arc<SigningKeys>,
+    deliverer: Arc<Deliverer>,
 }
 
-impl Worker {
-    pub fn new(state: AppState) -> Worker {
-        let delivery = &state.settings.delivery;
-        let client =
-            http::client(state.settings.allow_private_targets, delivery.fresh_concurrency + delivery.retry_concurrency);
-        let slots = EndpointSlots::new(delivery.endpoint_concurrency);
-        let recorder = Recorder::spawn(state.clone());
-        // Attempts sent and waiting for their record to be committed: as many as both lanes
-        // send at once, so that a crash repeats at most twice the lanes' concurrency, and
-        // the memory they hold is bounded while the database falls behind the receivers.
-        let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
-        let targets = Arc::new(Targets::new(state.settings.allow_private_targets));
-        let signing_keys = Arc::new(SigningKeys::new(state.sealer.clone()));
-        Worker { state, client, slots, unrecorded, recorder, targets, signing_keys }
+impl Lanes {
+    pub fn new(pipeline: Pipeline) -> Lanes {
+        let slots = EndpointSlots::new(pipeline.settings.delivery.endpoint_concurrency);
+        let deliverer = Arc::new(Deliverer::new(pipeline.clone()));
+        Lanes { pipeline, slots, deliverer }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight
     /// deliveries finish (unfinished ones are released by their lease).
     pub async fn run(self, shutdown: watch::Receiver<bool>) {
-        let delivery = &self.state.settings.delivery;
+        let delivery = &self.pipeline.settings.delivery;
         let fresh = tokio::spawn(self.clone().run_lane(Lane::Fresh, delivery.fresh_concurrency, shutdown.clone()));
         let retry = tokio::spawn(self.clone().run_lane(Lane::Retry, delivery.retry_concurrency, shutdown.clone()));
-        let listener = tokio::spawn(store::notify::listen(self.state.db.clone(), self.state.wake.clone(), shutdown));
+        let listener = tokio::spawn(wakeup::listen(self.pipeline.db.clone(), self.pipeline.wake.clone(), shutdown));
         let _ = tokio::join!(fresh, retry, listener);
     }
 
@@ -180,12 +66,12 @@ impl Worker {
         let permits = Arc::new(Semaphore::new(concurrency));
         // The fresh lane also takes messages straight from the intake, their places already reserved.
         let mut handed = (lane == Lane::Fresh).then(|| {
-            let per_endpoint = HANDED_PER_ROUND * self.state.settings.delivery.endpoint_concurrency;
-            self.state.handoff.open(permits.clone(), self.slots.clone(), MAX_WAITING, per_endpoint)
+            let per_endpoint = HANDED_PER_ROUND * self.pipeline.settings.delivery.endpoint_concurrency;
+            self.pipeline.handoff.open(permits.clone(), self.slots.clone(), MAX_WAITING, per_endpoint)
         });
         let mut in_flight = JoinSet::new();
         let mut waiting = Waiting::default();
-        let round = self.state.settings.delivery.endpoint_concurrency;
+        let round = self.pipeline.settings.delivery.endpoint_concurrency;
         let mut last_sweep = 0i64;
         let mut lookout = Lookout::default();
         while !*shutdown.borrow() {
@@ -197,9 +83,9 @@ impl Worker {
                 self.start(&mut in_flight, ready);
             }
             if lane == Lane::Fresh {
-                lookout.backlog(self.state.wake.take_backlog());
+                lookout.backlog(self.pipeline.wake.take_backlog());
             }
-            let now = self.state.now_ms();
+            let now = self.pipeline.now_ms();
             self.put_back(waiting.expired(now, false)).await;
             if lane == Lane::Retry && now - last_sweep >= IDLE_POLL.as_millis() as i64 {
                 last_sweep = now;
@@ -227,19 +113,19 @@ impl Worker {
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
                 let got: Vec<String> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
-                let next_look = self.state.now_ms() + idle.as_millis() as i64;
+                let next_look = self.pipeline.now_ms() + idle.as_millis() as i64;
                 lookout.claimed(&look, &got, limit as usize, round, crowded, next_look);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
                     continue;
                 }
             }
-            let sleep = lookout.sleep_ms(self.state.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
+            let sleep = lookout.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
             tokio::select! {
                 // A place is free again: waiting messages may start.
                 Some(_) = in_flight.join_next() => {}
-                _ = self.state.wake.room_of(lane).notified() => {}
-                _ = self.state.wake.of(lane).notified() => lookout.woken(),
+                _ = self.pipeline.wake.room_of(lane).notified() => {}
+                _ = self.pipeline.wake.of(lane).notified() => lookout.woken(),
                 // Looks again at the top of the loop when the timer has run out.
                 _ = tokio::time::sleep(sleep) => {}
                 Some(one) = next_handed(&mut handed) => self.receive(one, &mut in_flight, &mut waiting),
@@ -249,13 +135,13 @@ impl Worker {
         if let Some(mut handed) = handed {
             // Handed-over messages are committed and leased: send those with a place rather than
             // wait out their lease, and put the others back.
-            self.state.handoff.close();
+            self.pipeline.handoff.close();
             while let Ok(one) = handed.try_recv() {
                 self.receive(one, &mut in_flight, &mut waiting);
             }
         }
-        self.put_back(waiting.expired(self.state.now_ms(), true)).await;
-        let deadline = Duration::from_secs(self.state.settings.delivery.lease_grace_secs);
+        self.put_back(waiting.expired(self.pipeline.now_ms(), true)).await;
+        let deadline = Duration::from_secs(self.pipeline.settings.delivery.lease_grace_secs);
         if tokio::time::timeout(deadline, async { while in_flight.join_next().await.is_some() {} }).await.is_err() {
             tracing::warn!(?lane, "shutdown deadline passed; unfinished deliveries will be retried after their lease");
         }
@@ -265,28 +151,28 @@ impl Worker {
     fn receive(&self, handed: Handed, in_flight: &mut JoinSet<()>, waiting: &mut Waiting) {
         match handed {
             Handed::Start(ready) => self.start(in_flight, ready),
-            Handed::Wait(job, spot) => waiting.push_handed(job, self.state.now_ms(), spot),
+            Handed::Wait(job, spot) => waiting.push_handed(job, self.pipeline.now_ms(), spot),
         }
     }
 
     fn start(&self, in_flight: &mut JoinSet<()>, ready: Ready) {
-        let worker = self.clone();
-        in_flight.spawn(async move { worker.deliver(ready.job, ready.place).await });
+        let deliverer = self.deliverer.clone();
+        in_flight.spawn(async move { deliverer.deliver(ready.job, ready.place).await });
     }
 
     /// How long a lane whose claim at `claimed_at` came back short may sleep:
     /// until the next retry this process scheduled after that claim, and never
     /// longer than the idle poll.
     fn idle_for(&self, claimed_at: i64) -> Duration {
-        let now = self.state.now_ms();
-        match self.state.wake.next_retry_after(claimed_at) {
+        let now = self.pipeline.now_ms();
+        match self.pipeline.wake.next_retry_after(claimed_at) {
             Some(due) => Duration::from_millis((due - now).clamp(1, IDLE_POLL.as_millis() as i64) as u64),
             None => IDLE_POLL,
         }
     }
 
     async fn expire_held(&self) {
-        match messages::expire_held(&self.state.db, self.state.now_ms()).await {
+        match messages::expire_held(&self.pipeline.db, self.pipeline.now_ms()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "held messages reached the end of their TTL"),
             Err(e) => tracing::error!(error = %e, "expiring held messages failed"),
@@ -304,14 +190,14 @@ impl Worker {
         let permits = Arc::new(Semaphore::new(admitted.len()));
         futures::future::join_all(admitted.into_iter().map(|(job, slot)| {
             let permit = permits.clone().try_acquire_owned().expect("one permit per admitted job");
-            self.deliver(job, Place { permit, slot })
+            self.deliverer.deliver(job, Place { permit, slot })
         }))
         .await;
         Ok(count)
     }
 
     /// Gives each job a place at its endpoint; the others go back, due a moment later.
-    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, busy::Slot)> {
+    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, super::endpoint_slots::Slot)> {
         let mut admitted = Vec::with_capacity(jobs.len());
         let mut refused = Vec::new();
         for job in jobs {
@@ -334,11 +220,11 @@ impl Worker {
             ids.push(job.message.id);
             *retries |= job.message.attempt_count > 0;
         }
-        let now = self.state.now_ms();
+        let now = self.pipeline.now_ms();
         for (token, (ids, retries)) in by_token {
-            match messages::put_back(&self.state.db, ids, token, now + PUT_BACK_MS, now).await {
+            match messages::put_back(&self.pipeline.db, ids, token, now + PUT_BACK_MS, now).await {
                 // The retry lane looks again when they are due; fresh ones are found by the fresh lane's poll.
-                Ok(_) if retries => self.state.wake.retry_at(now + PUT_BACK_MS),
+                Ok(_) if retries => self.pipeline.wake.retry_at(now + PUT_BACK_MS),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "putting back messages failed; they are retried after their lease")
@@ -349,10 +235,10 @@ impl Worker {
 
     /// Leases up to `limit` due messages of the lane, of the endpoints `among` names.
     async fn claim(&self, lane: Lane, limit: u64, among: Among<'_>) -> Result<Vec<Job>, DbErr> {
-        let now = self.state.now_ms();
+        let now = self.pipeline.now_ms();
         let token = rand::random::<i64>().abs().max(1);
-        let lease_until = now + lease_ms(&self.state.settings.delivery);
-        let claimed = messages::claim(&self.state.db, lane, now, limit, lease_until, token, among).await?;
+        let lease_until = now + lease_ms(&self.pipeline.settings.delivery);
+        let claimed = messages::claim(&self.pipeline.db, lane, now, limit, lease_until, token, among).await?;
         crate::telemetry::hot().claims(lane, !claimed.is_empty()).increment(1);
         if claimed.is_empty() {
             return Ok(Vec::new());
@@ -363,7 +249,7 @@ impl Worker {
             ids.dedup();
             ids
         };
-        let db = &self.state.db;
+        let db = &self.pipeline.db;
         let subs: HashMap<String, Arc<subscription::Model>> = subscriptions::by_ids(db, ids(|m| &m.subscription_id))
             .await?
             .into_iter()

@@ -1,4 +1,4 @@
-//! The request Herald sends (SPEC §3): the CloudEvent in the subscription's
+//! The request Herald sends (README, "What a receiver gets"): the CloudEvent in the subscription's
 //! content mode, and the Standard Webhooks headers.
 
 use std::time::Duration;

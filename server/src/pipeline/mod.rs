@@ -1,0 +1,108 @@
+//! The delivery engine: everything from a publish's commit to an attempt's
+//! record, as one subsystem behind a small surface.
+//!
+//! - [`Pipeline`] is the handle the layers above hold: [`Pipeline::publish`]
+//!   writes events and their messages by group commit, and its `wake` tells
+//!   the lanes that messages came due.
+//! - [`Lanes`] runs the two lanes (first attempts, retries) that deliver them.
+//!
+//! Inside, one event goes `intake` (group commit, routed by `routes`) →
+//! `handoff` (leased at publish, passed in memory) or the database → `lanes`
+//! (claim, wait for the endpoint's room) → `deliver` (the circuit's gate,
+//! `send`, `decide`) → `recorder` (group commit of attempts and circuits).
+//! Nothing here calls the services, the API or the dashboard.
+
+mod decide;
+mod deliver;
+pub mod endpoint_slots;
+pub mod handoff;
+mod intake;
+mod job;
+mod lanes;
+mod recorder;
+mod retry_times;
+mod routes;
+mod send;
+mod wakeup;
+
+use std::sync::Arc;
+
+use app::domain::dto::PublishResult;
+use app::domain::event::CloudEvent;
+use sea_orm::{DatabaseConnection, DbErr};
+
+use crate::clock::SharedClock;
+use crate::config::{DeliverySettings, Settings};
+use crate::secrets::Sealer;
+pub use crate::store::messages::Lane;
+use handoff::Handoff;
+use intake::Intake;
+pub use lanes::Lanes;
+pub use wakeup::Wakeup;
+
+/// How long a claim may stay unfinished before another worker takes it over:
+/// the longest timeout a subscription can have, plus the grace.
+pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
+    60_000 + delivery.lease_grace_secs as i64 * 1000
+}
+
+/// Why a publish stored nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// The customer's subscriptions kept changing while the batch was routed.
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database: {0}")]
+    Db(#[from] DbErr),
+}
+
+/// The pipeline's shared parts; cloning the handle copies one reference count.
+#[derive(Clone)]
+pub struct Pipeline(Arc<Parts>);
+
+pub struct Parts {
+    pub db: DatabaseConnection,
+    pub settings: Arc<Settings>,
+    pub clock: SharedClock,
+    /// Opens subscription secrets to sign requests.
+    pub sealer: Arc<Sealer>,
+    /// Wakes the lanes the moment messages are committed.
+    pub wake: Arc<Wakeup>,
+    /// Passes fresh messages from the intake to the running fresh lane.
+    pub handoff: Arc<Handoff>,
+    intake: Intake,
+}
+
+impl std::ops::Deref for Pipeline {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+impl Pipeline {
+    /// Starts the intake's task; the lanes start with [`Lanes::run`].
+    pub fn start(db: DatabaseConnection, settings: Arc<Settings>, clock: SharedClock, sealer: Arc<Sealer>) -> Pipeline {
+        let wake = Arc::new(Wakeup::default());
+        let handoff = Arc::new(Handoff::default());
+        let intake = Intake::spawn(intake::Parts {
+            db: db.clone(),
+            clock: clock.clone(),
+            wake: wake.clone(),
+            handoff: handoff.clone(),
+            lease_ms: lease_ms(&settings.delivery),
+        });
+        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, intake }))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// Stores the events and their messages for the customer; returns once
+    /// they are committed (an acknowledged event is never lost).
+    pub async fn publish(&self, customer_id: String, events: Vec<CloudEvent>) -> Result<PublishResult, PublishError> {
+        self.intake.publish(customer_id, events).await
+    }
+}

@@ -1,0 +1,211 @@
+//! Every other change of a message's state, each guarded by the state (and
+//! lease) it expects: releases, put-backs, deferrals, replays, holds and
+//! releases of an endpoint's messages, expiry, deletion of a subscription, a
+//! change of URL.
+
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use app::domain::states::{EndpointState, MessageState};
+use migrations::{FRESH_LANE, RETRY_LANE};
+
+use super::*;
+use crate::store::entities::endpoint;
+use crate::store::entities::message::{Column, Entity as Messages};
+/// Gives a leased message back without an attempt: deferred until a probe,
+/// held behind a locked endpoint, expired while waiting, or its subscription
+/// gone. The attempt count stays as it was.
+pub async fn release_unattempted(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    now_ms: i64,
+    finish: Finish,
+) -> Result<bool, DbErr> {
+    let update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(finish.state.as_str()))
+        .col_expr(Column::DeadReason, Expr::val(finish.dead_reason))
+        .col_expr(Column::NextAttemptAt, Expr::val(finish.next_attempt_at))
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.eq(id))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token));
+    Ok(update.exec(db).await?.rows_affected == 1)
+}
+
+/// Gives claimed messages back unattempted, due at `due_ms` (their endpoint
+/// was busy); one claim's messages share its lease token.
+pub async fn put_back(
+    db: &impl ConnectionTrait,
+    ids: Vec<String>,
+    lease_token: i64,
+    due_ms: i64,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(due_ms))
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.is_in(ids))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Puts a leased message back, unattempted, until `until_ms` (its endpoint's
+/// next probe) — or due now if the circuit has closed meanwhile, so that a
+/// deferral racing a successful probe never strands the message.
+pub async fn defer(
+    db: &impl ConnectionTrait,
+    id: &str,
+    lease_token: i64,
+    until_ms: i64,
+    now_ms: i64,
+) -> Result<bool, DbErr> {
+    let closed = Query::select()
+        .expr(Expr::val(1))
+        .from(endpoint::Entity)
+        .and_where(Expr::col((endpoint::Entity, endpoint::Column::Id)).equals((Messages, Column::EndpointId)))
+        .and_where(Expr::col((endpoint::Entity, endpoint::Column::State)).eq(EndpointState::Closed.as_str()))
+        .to_owned();
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::case(Expr::exists(closed), now_ms).finally(until_ms).into())
+        .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::Id.eq(id))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Column::LeaseToken.eq(lease_token))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// Makes a dead or delivered message due now as a new series: same id, its
+/// attempts kept, a fresh attempt budget and TTL.
+pub async fn replay(
+    db: &impl ConnectionTrait,
+    filter: &MessageFilter,
+    ids: Option<Vec<String>>,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let replayable = [MessageState::Dead.as_str(), MessageState::Delivered.as_str()];
+    let mut update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::DeadReason, Expr::val(Option::<String>::None))
+        .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
+        .col_expr(Column::AttemptBase, Expr::col(Column::AttemptCount))
+        .col_expr(Column::TtlStartedAt, Expr::val(now_ms))
+        // The new series lives as long as the first one did.
+        .col_expr(
+            Column::ExpiresAt,
+            Expr::val(now_ms).add(Expr::col(Column::ExpiresAt).sub(Expr::col(Column::TtlStartedAt))),
+        )
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(filter.condition())
+        .filter(Column::State.is_in(replayable));
+    if let Some(ids) = ids {
+        update = update.filter(Column::Id.is_in(ids));
+    }
+    Ok(update.exec(db).await?.rows_affected)
+}
+
+/// Holds every waiting message of an endpoint that just locked; each is due
+/// to expire at the end of its TTL.
+pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &str, now_ms: i64) -> Result<u64, DbErr> {
+    Ok(holding(endpoint_id, now_ms).exec(db).await?.rows_affected)
+}
+
+pub(super) fn holding(endpoint_id: &str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Held.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::col(Column::ExpiresAt))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::State.eq(MessageState::Pending.as_str()))
+        .filter(waiting())
+}
+
+/// Makes an endpoint's waiting messages due now: held ones after an unlock,
+/// and pending ones due before `up_to_ms` (those deferred to a probe) when its
+/// circuit closes. Retries scheduled later keep their time.
+pub async fn release_endpoint(
+    db: &impl ConnectionTrait,
+    endpoint_id: &str,
+    up_to_ms: i64,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    Ok(releasing(endpoint_id, up_to_ms, now_ms).exec(db).await?.rows_affected)
+}
+
+pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    let released = Condition::any().add(Column::State.eq(MessageState::Held.as_str())).add(
+        Condition::all().add(Column::State.eq(MessageState::Pending.as_str())).add(Column::NextAttemptAt.lte(up_to_ms)),
+    );
+    Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(released)
+        .filter(waiting())
+}
+
+/// Held messages whose TTL has ended become dead, `expired`.
+pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+    let mut expired = 0;
+    // One statement per lane, each reading that lane's index.
+    for lane in [FRESH_LANE, RETRY_LANE] {
+        expired += expire_held_in(lane, now_ms).exec(db).await?.rows_affected;
+    }
+    Ok(expired)
+}
+
+pub(super) fn expire_held_in(lane: &'static str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
+        .col_expr(Column::DeadReason, Expr::val("expired"))
+        .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::State.eq(MessageState::Held.as_str()))
+        .filter(Expr::cust(lane))
+        .filter(Column::NextAttemptAt.lte(now_ms))
+}
+
+/// Ends the pending messages of a deleted subscription.
+pub async fn kill_for_subscription(
+    db: &impl ConnectionTrait,
+    subscription_id: &str,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let open = [MessageState::Pending.as_str(), MessageState::Held.as_str()];
+    let result = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
+        .col_expr(Column::DeadReason, Expr::val("subscription_deleted"))
+        .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::State.is_in(open))
+        .exec(db)
+        .await?;
+    Ok(result.rows_affected)
+}
+
+/// Points the open messages of a subscription at its new endpoint after a URL change.
+pub async fn move_to_endpoint(
+    db: &impl ConnectionTrait,
+    subscription_id: &str,
+    endpoint_id: &str,
+) -> Result<(), DbErr> {
+    Messages::update_many()
+        .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
+        .exec(db)
+        .await
+        .map(|_| ())
+}
