@@ -254,7 +254,7 @@ def unique(name: str) -> str:
 def exponential(
     min_delay: int, max_delay: int, max_attempts: int, ttl_secs: int = 3600, retry_on: Any = "all"
 ) -> dict:
-    """A custom exponential retry policy (SPEC §3)."""
+    """A custom exponential retry policy."""
     return {
         "kind": "exponential",
         "min_delay_secs": min_delay,

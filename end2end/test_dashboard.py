@@ -1,4 +1,4 @@
-"""The dashboard (SPEC §5, issue 4), checked black-box in Debian's headless Chromium with
+"""The dashboard, checked black-box in Debian's headless Chromium with
 JavaScript disabled: every page is plain HTML and every form posts to a server function that
 answers with a redirect to a page showing the result.
 

@@ -6,7 +6,7 @@
    - a receiver that accepts, reads and never answers: the attempt ends within timeout_ms + 10 %,
      error_kind `timeout`, and the message waits for its retry;
    - a receiver that sends a 200 status line and headers, then trickles the body at 1 byte/s: the one
-     deadline covers the body too (SPEC §3 "no answer in time is a `timeout` failure");
+     deadline covers the body too (no answer in time is a `timeout` failure);
    - a 200 with a 1 GB body streamed fast: Herald stops reading at its cap (64 KiB), records
      `body_too_large`, keeps at most 4 KiB of it, and its memory does not grow by 50 MB; the receiver
      answered 2xx, so the message is delivered (a long body is no reason to deliver twice);
@@ -588,7 +588,7 @@ def test_a_body_trickled_at_one_byte_per_second_is_cut_at_the_total_deadline(
     )
     assert held_open <= TIMEOUT_MS / 1000 * DEADLINE_SLACK + 0.5, f"herald held the connection {held_open:.3f} s"
     assert conn.bytes_sent <= TIMEOUT_MS / 1000 + 1, f"{conn.bytes_sent} bytes at 1 byte/s before the deadline"
-    # The status line said 200, but the answer never finished in time: a timeout failure (SPEC §3),
+    # The status line said 200, but the answer never finished in time: a timeout failure,
     # not a delivery.
     assert attempt["error_kind"] == "timeout", f"the body did not end in time: {shown(detail)}"
     assert attempt["outcome"] == "retryable", f"a timeout is a retryable failure, not a success: {shown(detail)}"
@@ -622,7 +622,7 @@ def test_a_one_gb_body_is_read_only_up_to_the_cap_with_bounded_memory(herald: He
     assert len(attempt["response_body"] or "") <= KEPT_BODY_BYTES, "only the first 4 KiB of the answer is kept"
     assert attempt["status_code"] == 200, shown(detail)
     # Herald stopped reading at its cap, and the attempt says so; the 2xx status line had already
-    # answered for the event (SPEC §3: success is any 2xx), so nothing is sent again.
+    # answered for the event (success is any 2xx), so nothing is sent again.
     assert attempt["error_kind"] == "body_too_large", f"reading stopped at the cap: {shown(detail)}"
     assert attempt["outcome"] == "success", f"a 2xx with a long body is delivered: {shown(detail)}"
     assert detail["state"] == "delivered", shown(detail)

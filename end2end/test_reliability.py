@@ -1,10 +1,10 @@
-"""Delivery that gives up neither too early nor too late (SPEC §3, issue 3), checked black-box against
+"""Delivery that gives up neither too early nor too late, checked black-box against
 the built binary in real time, with a scriptable webhook receiver:
 
 - retries on an exponential schedule, with the same `webhook-id` on every try;
 - the dead reasons `non_retryable`, `attempts_exhausted` and `expired`, and replay of a dead message;
 - `Retry-After` on 429, and a receiver that never answers (a `timeout`);
-- the circuit breaker with small thresholds (SPEC §1 env vars): disabled, probes, locked, held
+- the circuit breaker with small thresholds (the HERALD_BREAKER_* env vars): disabled, probes, locked, held
   messages, admin-only unlock with an audit-log row;
 - crash safety: SIGKILL and restart in the middle of 600 publishes loses no accepted event; two
   processes on one PostgreSQL database deliver each event once; SIGTERM finishes in-flight work.
@@ -47,7 +47,7 @@ from webhook_receiver import Answer, ReceivedRequest, Receiver
 
 TERMINAL = ("delivered", "dead")
 
-# The breaker's small thresholds for its own herald process (SPEC §1).
+# The breaker's small thresholds for its own herald process.
 BREAKER_ENV = {
     "HERALD_BREAKER_DISABLE_CONSECUTIVE": "5",
     "HERALD_BREAKER_PROBE_SECS": "2",

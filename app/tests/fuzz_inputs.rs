@@ -880,7 +880,7 @@ mod retry_policy {
         .boxed()
     }
 
-    /// The documented ranges (SPEC §3) hold for every accepted policy.
+    /// The documented ranges hold for every accepted policy.
     fn assert_in_range(p: &RetryPolicy) -> Result<(), TestCaseError> {
         prop_assert!((1..=100).contains(&p.max_attempts), "{:?}", p);
         prop_assert!((1..=604_800).contains(&p.ttl_secs), "{:?}", p);

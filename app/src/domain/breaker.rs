@@ -1,4 +1,4 @@
-//! The circuit breaker of one endpoint: one customer's target URL (SPEC §3).
+//! The circuit breaker of one endpoint: one customer's target URL.
 //!
 //! A failing endpoint should not consume attempts or worker time. After enough failures its circuit
 //! is `disabled`: only one real message every `probe_ms` goes out as a probe, the others wait without
@@ -8,7 +8,7 @@
 
 use crate::domain::states::EndpointState;
 
-/// The thresholds, from settings (SPEC §1), in milliseconds where they are times.
+/// The thresholds, from the `breaker.*` settings, in milliseconds where they are times.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BreakerConfig {
     pub failure_rate: f64,

@@ -1,4 +1,4 @@
-//! The pure retry rules (SPEC §3): retry policies, their schedules, which failures may be
+//! The pure retry rules: retry policies, their schedules, which failures may be
 //! retried, and the decision after a failed attempt. No clock and no randomness here: the
 //! caller passes the message's age and a jitter unit, so whole schedules test in microseconds.
 
@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use crate::domain::errors::FieldError;
 use crate::domain::input::whole_number;
 
-/// The named schedules of SPEC §3.
+/// The named schedules (the presets the README lists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preset {
     Workfront,
@@ -123,7 +123,7 @@ const EVENT_GRID_JITTER: f64 = 0.10;
 /// Eventarc: 1 s doubling, capped at 60 s.
 const EVENTARC_CAP_MS: u64 = 60_000;
 
-// Accepted ranges (SPEC §3).
+// Accepted ranges (documented in the OpenAPI document's retry policy schema).
 const DELAY_RANGE: RangeInclusive<u32> = 1..=600;
 const MAX_ATTEMPTS_RANGE: RangeInclusive<u32> = 1..=100;
 const TTL_RANGE: RangeInclusive<u32> = 1..=604_800;
@@ -138,7 +138,7 @@ const CUSTOM_MAX_ATTEMPTS: u32 = 10;
 const CUSTOM_TTL_SECS: u32 = 86_400;
 
 impl RetryPolicy {
-    /// The preset's numbers from SPEC §3.
+    /// The preset's numbers, as the README's retry policies state them.
     pub fn preset(p: Preset) -> Self {
         let (max_attempts, ttl_secs, retry_on) = match p {
             Preset::Workfront => (12, 180_000, RetryOn::All),

@@ -25,7 +25,7 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn subscriptions(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Subscription>, UiError>;
     async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError>;
-    /// `body` has the REST API's fields (SPEC §4).
+    /// `body` has the REST API's fields (see `/api/openapi.json`).
     async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError>;
     async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError>;
     async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError>;

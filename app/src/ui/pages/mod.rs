@@ -1,4 +1,4 @@
-//! One module per page (SPEC §5).
+//! One module per page of the dashboard.
 
 mod admin;
 mod endpoints;
