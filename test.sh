@@ -30,16 +30,20 @@ else
     echo "requirements unchanged"
 fi
 
-# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by Playwright).
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by Playwright);
+# the durability tests watch Herald's flushes with strace.
 CHROMIUM=/usr/bin/chromium
-if [[ ! -x $CHROMIUM ]]; then
+missing=()
+[[ -x $CHROMIUM ]] || missing+=(chromium)
+command -v strace >/dev/null || missing+=(strace)
+if ((${#missing[@]} > 0)); then
     if ((EUID == 0)); then
-        phase "installing Debian's chromium for the browser tests"
+        phase "installing ${missing[*]} for the end-to-end tests"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
     else
-        echo "error: $CHROMIUM is missing; the dashboard's browser tests need it:" >&2
-        echo "       sudo apt-get update && sudo apt-get install -y chromium" >&2
+        echo "error: the end-to-end tests need ${missing[*]}:" >&2
+        echo "       sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
         exit 1
     fi
 fi

@@ -309,8 +309,11 @@ class HeraldServer:
         log_path: Path,
         extra_env: dict[str, str | None] | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
+        wrapper: list[str] | None = None,
     ):
         self.binary = Path(binary)
+        # A command that runs `herald serve` (e.g. strace with its options), or None.
+        self.wrapper = list(wrapper or [])
         self.database_url = database_url
         self.log_path = Path(log_path)
         self.extra_env = dict(extra_env or {})
@@ -356,7 +359,9 @@ class HeraldServer:
         self.process = None
         return self.start(port=self.port)
 
-    def _spawn(self) -> None:
+    def environment(self) -> dict[str, str]:
+        """The environment every command of this server runs with: its port, database, admin
+        token and secret key, and the test's extra variables."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("HERALD_") and k != "DATABASE_URL"}
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
@@ -374,12 +379,27 @@ class HeraldServer:
                 env.pop(name, None)
             else:
                 env[name] = value
+        return env
+
+    def run_command(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+        """`herald ARGS…` as a one-off command beside this server (same database and settings)."""
+        return subprocess.run(
+            [str(self.binary), *args],
+            env=self.environment(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def _spawn(self) -> None:
+        env = self.environment()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its lifetime
         log.write(f"\n=== {utc_stamp()} {self.binary} serve on {self.base_url} ({self.database_url})\n".encode())
         log.flush()
         try:
             self.process = subprocess.Popen(
-                [str(self.binary), "serve"],
+                [*self.wrapper, str(self.binary), "serve"],
                 env=env,
                 cwd=self._workdir,
                 stdin=subprocess.DEVNULL,

@@ -54,7 +54,7 @@ impl Application {
     pub async fn build_with_clock(settings: Settings, clock: SharedClock) -> Result<Application, StartError> {
         let key = SecretKey::resolve(settings.secret_key.as_deref(), settings.key_dir().as_deref())?;
         let sealer = Sealer::new(&key);
-        let db = store::connect(&settings.database_url).await?;
+        let db = store::connect(&settings.database_url, settings.sqlite_synchronous).await?;
         store::migrate(&db).await?;
         if store::meta::get_or_insert(&db, KEY_FINGERPRINT, sealer.fingerprint()).await? != sealer.fingerprint() {
             return Err(StartError::WrongKey);

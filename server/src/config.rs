@@ -25,9 +25,25 @@ pub struct Settings {
     /// Where a generated key is kept: by default the SQLite database's directory, or the working
     /// directory with PostgreSQL (set `secret_key` when several processes share one database).
     pub data_dir: Option<String>,
+    /// When a SQLite commit reaches the disk (see [`SqliteSynchronous`]).
+    pub sqlite_synchronous: SqliteSynchronous,
     pub breaker: BreakerSettings,
     pub delivery: DeliverySettings,
     pub limits: LimitSettings,
+}
+
+/// When a commit on SQLite reaches the disk. Herald runs SQLite in WAL mode.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SqliteSynchronous {
+    /// Every commit flushes the write-ahead log before it returns: a publish is
+    /// answered 202 only once its events are on disk, and so is every other change.
+    #[default]
+    Full,
+    /// Commits are flushed with the next checkpoint (every 200 ms under load): an
+    /// operating-system crash or a power loss may lose the last commits, events
+    /// already answered 202 among them. A crash of Herald alone loses nothing.
+    Normal,
 }
 
 /// The circuit breaker's thresholds (the `breaker.*` keys of the README's configuration table).
@@ -97,6 +113,7 @@ impl Default for Settings {
             secure_cookies: false,
             secret_key: None,
             data_dir: None,
+            sqlite_synchronous: SqliteSynchronous::default(),
             breaker: BreakerSettings::default(),
             delivery: DeliverySettings::default(),
             limits: LimitSettings::default(),
@@ -267,6 +284,7 @@ fn environment() -> Figment {
         "secure_cookies",
         "secret_key",
         "data_dir",
+        "sqlite_synchronous",
     ];
     let herald = Env::prefixed("HERALD_").filter_map(|key| {
         let key = key.as_str().to_ascii_lowercase();
@@ -337,6 +355,20 @@ mod tests {
     }
 
     #[test]
+    fn sqlite_commits_are_flushed_unless_the_operator_says_normal() {
+        figment::Jail::expect_with(|jail| {
+            assert_eq!(Settings::load(None).expect("defaults").sqlite_synchronous, SqliteSynchronous::Full);
+            jail.create_file("herald.toml", "sqlite_synchronous = \"normal\"\n")?;
+            let s = Settings::load(Some(Path::new("herald.toml"))).expect("valid settings");
+            assert_eq!(s.sqlite_synchronous, SqliteSynchronous::Normal);
+            jail.set_env("HERALD_SQLITE_SYNCHRONOUS", "full");
+            let s = Settings::load(Some(Path::new("herald.toml"))).expect("valid settings");
+            assert_eq!(s.sqlite_synchronous, SqliteSynchronous::Full);
+            Ok(())
+        });
+    }
+
+    #[test]
     fn bad_values_fail_naming_the_key() {
         figment::Jail::expect_with(|jail| {
             jail.set_env("HERALD_ADMIN_TOKEN", "short");
@@ -350,6 +382,10 @@ mod tests {
             jail.set_env("HERALD_BREAKER_MIN_ATTEMPTS", "lots");
             let err = Settings::load(None).unwrap_err().to_string();
             assert!(err.to_lowercase().contains("breaker.min_attempts"), "{err}");
+            jail.clear_env();
+            jail.set_env("HERALD_SQLITE_SYNCHRONOUS", "off");
+            let err = Settings::load(None).unwrap_err().to_string();
+            assert!(err.to_lowercase().contains("sqlite_synchronous"), "{err}");
             Ok(())
         });
         assert!(Settings::load(Some(Path::new("/nonexistent/herald.toml"))).is_err());

@@ -1,10 +1,10 @@
 //! The `herald` command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use herald::{Application, Settings, store, telemetry};
+use herald::{Application, Settings, secrets, store, telemetry};
 use tokio::sync::watch;
 
 // Herald allocates many small short-lived buffers per request; in the profile glibc's
@@ -51,6 +51,11 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Write a consistent copy of the SQLite database to PATH while Herald serves it.
+    Backup {
+        /// Where the copy goes; never an existing file.
+        path: PathBuf,
+    },
 }
 
 #[tokio::main]
@@ -68,6 +73,7 @@ async fn main() -> ExitCode {
     let result = match cli.command.unwrap_or(Command::Serve) {
         Command::Migrate => migrate(&settings).await,
         Command::Serve => serve(settings).await,
+        Command::Backup { path } => backup(&settings, &path).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -79,9 +85,26 @@ async fn main() -> ExitCode {
 }
 
 async fn migrate(settings: &Settings) -> Result<(), Box<dyn std::error::Error>> {
-    let db = store::connect(&settings.database_url).await?;
+    let db = store::connect(&settings.database_url, settings.sqlite_synchronous).await?;
     store::migrate(&db).await?;
     tracing::info!("migrations applied");
+    Ok(())
+}
+
+async fn backup(settings: &Settings, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let bytes = store::backup::copy_sqlite(&settings.database_url, path).await?;
+    let key = match (&settings.secret_key, settings.key_dir()) {
+        (Some(_), _) => "the secret_key you configured (HERALD_SECRET_KEY)".to_string(),
+        (None, Some(dir)) => dir.join(secrets::KEY_FILE).display().to_string(),
+        (None, None) => "the secret key".to_string(),
+    };
+    println!(
+        "herald: wrote a consistent copy of the database to {} ({bytes} bytes).\n\
+         Keep {key} with it: without that key the subscriptions' signing secrets cannot be opened.\n\
+         To restore: stop Herald, remove the database file's -wal and -shm files, put the copy in place of the \
+         database file and the key in place, and start Herald.",
+        path.display()
+    );
     Ok(())
 }
 

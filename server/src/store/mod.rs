@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod attempts;
 pub mod audit;
+pub mod backup;
 pub mod bulk;
 pub mod checkpoint;
 pub mod customers;
@@ -25,8 +26,10 @@ use std::time::Duration;
 
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::postgres::PgSslMode;
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::sqlx::sqlite::{self, SqliteJournalMode};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
+
+use crate::config::SqliteSynchronous;
 
 /// A pooled PostgreSQL connection idle this long is pinged before it is used,
 /// in case the server or something between dropped it meanwhile.
@@ -36,16 +39,24 @@ const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
 const SQLITE_ROW_BUFFER: usize = 1024;
 
 /// Opens the database named by `url`. SQLite runs in WAL mode with one writer
-/// connection; PostgreSQL gets a small pool. A connection is not pinged every
+/// connection, flushing each commit as `synchronous` says; PostgreSQL gets a
+/// small pool and keeps its own setting (`synchronous_commit = on` unless an
+/// operator changed it; only claims turn it off, see [`messages::claim`]). A connection is not pinged every
 /// time it is taken from the pool (sqlx's default): that doubled the round
 /// trips of every short statement.
-pub async fn connect(url: &str) -> Result<DatabaseConnection, DbErr> {
+pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_string());
     options.sqlx_logging(false).acquire_timeout(Duration::from_secs(30));
     if url.starts_with("sqlite:") {
-        options.max_connections(1).test_before_acquire(false).map_sqlx_sqlite_opts(|opts| {
+        options.max_connections(1).test_before_acquire(false).map_sqlx_sqlite_opts(move |opts| {
+            // FULL flushes the write-ahead log at every commit: each group commit of publishes
+            // (or attempts, or a claim) is one flush, made before any of its requests is answered.
+            let synchronous = match synchronous {
+                SqliteSynchronous::Full => sqlite::SqliteSynchronous::Full,
+                SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
+            };
             opts.journal_mode(SqliteJournalMode::Wal)
-                .synchronous(SqliteSynchronous::Normal)
+                .synchronous(synchronous)
                 .busy_timeout(Duration::from_secs(10))
                 // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
                 // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
