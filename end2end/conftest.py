@@ -90,6 +90,17 @@ def fresh_database() -> Iterator[TestDatabase]:
         db.drop()
 
 
+@pytest.fixture
+def sqlite_database() -> Iterator[TestDatabase]:
+    """A SQLite file for this test only, whichever database the session uses: for the tests of
+    what is SQLite's own (flushes, online backup, one process per file)."""
+    db = TestDatabase.create(None)
+    try:
+        yield db
+    finally:
+        db.drop()
+
+
 SpawnHerald = Callable[..., HeraldServer]
 
 

@@ -22,7 +22,6 @@ import signal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,15 +41,6 @@ def herald_pid(server: HeraldServer) -> int:
     children = Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children").read_text().split()
     assert children, "the wrapper has not started herald"
     return int(children[0])
-
-
-@pytest.fixture
-def sqlite_database() -> Iterator[TestDatabase]:
-    db = TestDatabase.create(None)
-    try:
-        yield db
-    finally:
-        db.drop()
 
 
 def start(db: TestDatabase, name: str, env: dict[str, str] | None = None, wrapper: list[str] | None = None):

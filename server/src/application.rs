@@ -18,6 +18,7 @@ use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
 use crate::service::customers::ensure_admin_user;
 use crate::service::subscriptions::seal_plaintext_secrets;
+use crate::store::owner::FileOwner;
 use crate::{api, store, telemetry, ui};
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
@@ -33,6 +34,8 @@ pub enum StartError {
     Service(#[from] crate::service::ServiceError),
     #[error("{0}")]
     Key(#[from] crate::secrets::KeyError),
+    #[error("{0}")]
+    Owner(#[from] crate::store::owner::OwnerError),
     #[error(
         "secret_key: this database's subscription secrets were sealed with another key; start Herald with that key \
          (secret_key / HERALD_SECRET_KEY, or the herald.key file in data_dir)"
@@ -44,6 +47,8 @@ pub struct Application {
     pub services: Services,
     listener: TcpListener,
     pub addr: SocketAddr,
+    /// This process's hold on its SQLite file, for as long as it serves.
+    _owner: Option<FileOwner>,
 }
 
 impl Application {
@@ -54,8 +59,16 @@ impl Application {
     pub async fn build_with_clock(settings: Settings, clock: SharedClock) -> Result<Application, StartError> {
         let key = SecretKey::resolve(settings.secret_key.as_deref(), settings.key_dir().as_deref())?;
         let sealer = Sealer::new(&key);
+        let owner = settings.sqlite_file().map(|file| store::owner::own(&file)).transpose()?;
         let db = store::connect(&settings.database_url, settings.sqlite_synchronous).await?;
         store::migrate(&db).await?;
+        if owner.is_some() {
+            // Every lease in the file is a dead process's: its messages are due now, not when the lease ends.
+            let taken = store::messages::take_back_leases(&db, clock.now_ms()).await?;
+            if taken > 0 {
+                tracing::info!(taken, "took back the leases of a process that stopped without finishing them");
+            }
+        }
         if store::meta::get_or_insert(&db, KEY_FINGERPRINT, sealer.fingerprint()).await? != sealer.fingerprint() {
             return Err(StartError::WrongKey);
         }
@@ -66,7 +79,7 @@ impl Application {
         let services = Services::new(pipeline);
         ensure_admin_user(&services).await?;
         seal_plaintext_secrets(&services).await?;
-        Ok(Application { services, listener, addr })
+        Ok(Application { services, listener, addr, _owner: owner })
     }
 
     /// The REST API and the dashboard, behind the request limits.

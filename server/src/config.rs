@@ -187,21 +187,28 @@ impl Settings {
         Self::from_figment(figment.merge(environment())).and_then(Settings::validated)
     }
 
+    /// The file of a `sqlite:` database; `None` for PostgreSQL or a database in memory.
+    pub fn sqlite_file(&self) -> Option<PathBuf> {
+        let url = &self.database_url;
+        let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
+            return None;
+        }
+        Some(PathBuf::from(path))
+    }
+
     /// Where a generated secret key is kept: `data_dir`, else the SQLite file's
     /// directory, else the working directory. None for an in-memory database.
     pub fn key_dir(&self) -> Option<PathBuf> {
         if let Some(dir) = &self.data_dir {
             return Some(PathBuf::from(dir));
         }
-        let url = &self.database_url;
-        let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else {
+        if !self.database_url.starts_with("sqlite:") {
             return Some(PathBuf::from("."));
-        };
-        let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
-        if path.is_empty() || path == ":memory:" || query.split('&').any(|p| p == "mode=memory") {
-            return None;
         }
-        let parent = Path::new(path).parent().filter(|p| !p.as_os_str().is_empty());
+        let file = self.sqlite_file()?;
+        let parent = file.parent().filter(|p| !p.as_os_str().is_empty());
         Some(parent.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(".")))
     }
 
@@ -403,5 +410,10 @@ mod tests {
         assert_eq!(with("sqlite://h.db?mode=memory&cache=shared", None), None);
         assert_eq!(with("postgres://db/herald", None), Some(PathBuf::from(".")));
         assert_eq!(with("postgres://db/herald", Some("/srv/h")), Some(PathBuf::from("/srv/h")));
+        let file = |url: &str| Settings { database_url: url.into(), ..Settings::default() }.sqlite_file();
+        assert_eq!(file("sqlite://herald.db?mode=rwc"), Some(PathBuf::from("herald.db")));
+        assert_eq!(file("sqlite:///var/lib/h.db"), Some(PathBuf::from("/var/lib/h.db")));
+        assert_eq!(file("sqlite::memory:"), None);
+        assert_eq!(file("postgres://db/herald"), None);
     }
 }

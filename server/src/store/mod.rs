@@ -15,6 +15,7 @@ pub mod messages;
 pub mod meta;
 pub mod nodelay;
 pub mod notify;
+pub mod owner;
 pub mod page;
 pub mod recordset;
 pub mod sessions;

@@ -69,9 +69,14 @@ impl Drop for TestDb {
 }
 
 pub fn settings(db: &TestDb) -> Settings {
+    settings_for(&db.url)
+}
+
+/// The tests' settings over the database at `url`.
+pub fn settings_for(url: &str) -> Settings {
     let mut s = Settings::default();
     s.listen = "127.0.0.1:0".into();
-    s.database_url = db.url.clone();
+    s.database_url = url.to_string();
     s.admin_token = Some(ADMIN_TOKEN.into());
     s.admin_password = Some("admin-password".into());
     s.allow_private_targets = true;
@@ -94,6 +99,7 @@ pub struct TestApp {
     pub clock: Arc<ManualClock>,
     pub lanes: Lanes,
     pub services: herald::service::Services,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
     _stop: watch::Sender<bool>,
     _db: TestDb,
 }
@@ -112,13 +118,14 @@ impl TestApp {
         let base = format!("http://{}", app.addr);
         let services = app.services.clone();
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(app.run(stopped, false));
+        let server = tokio::spawn(app.run(stopped, false));
         TestApp {
             base,
             http: reqwest::Client::builder().timeout(HTTP_TIMEOUT).build().unwrap(),
             clock,
             lanes: Lanes::new(services.pipeline.clone()),
             services,
+            server,
             _stop: stop,
             _db: db,
         }
@@ -126,6 +133,13 @@ impl TestApp {
 
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// Ends the application as a crash would: its task is dropped where it stands, nothing is
+    /// shut down or released in order (its open files close, as a dead process's do).
+    pub async fn crash(self) {
+        self.server.abort();
+        let _ = self.server.await;
     }
 
     pub async fn call(

@@ -11,7 +11,7 @@ use migrations::{FRESH_LANE, RETRY_LANE};
 
 use super::claim::{lane_due, not_leased};
 use super::log::MessageFilter;
-use super::transitions::{expire_held_in, holding, releasing};
+use super::transitions::{expire_held_in, holding, releasing, taking_back_in};
 use super::*;
 use crate::store::entities::message::{Column, Entity as Messages};
 
@@ -61,12 +61,14 @@ async fn the_retry_lane_finds_ended_leases_in_both_lanes_indexes() {
     assert!(!retry.contains("SCAN messages"), "{retry}");
 }
 
+/// Expiry of held messages and the take-back of dead leases run one statement per lane.
 #[tokio::test]
-async fn expiry_reads_each_lanes_index() {
+async fn expiry_and_the_take_back_of_leases_read_each_lanes_index() {
     for (lane, index) in [(FRESH_LANE, "idx_messages_fresh"), (RETRY_LANE, "idx_messages_retry")] {
-        let update = expire_held_in(lane, 1_000).build(DbBackend::Sqlite);
-        let plan = plan(update).await.join("\n");
-        assert!(plan.contains(&format!("{index} (state=? AND next_attempt_at<?)")), "{plan}");
+        for (update, range) in [(expire_held_in(lane, 1_000), "<"), (taking_back_in(lane, 1_000), ">")] {
+            let plan = plan(update.build(DbBackend::Sqlite)).await.join("\n");
+            assert!(plan.contains(&format!("{index} (state=? AND next_attempt_at{range}?)")), "{plan}");
+        }
     }
 }
 

@@ -209,3 +209,24 @@ pub async fn move_to_endpoint(
         .await
         .map(|_| ())
 }
+
+/// Makes every leased message due now, unattempted: called only by the one
+/// process that may serve a SQLite file, at its start, when every lease in
+/// the file belongs to a process that is gone. The retry lane takes them at
+/// once instead of after their lease; their attempt counts stay as they were.
+pub async fn take_back_leases(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+    let mut taken = 0;
+    for lane in [FRESH_LANE, RETRY_LANE] {
+        taken += taking_back_in(lane, now_ms).exec(db).await?.rows_affected;
+    }
+    Ok(taken)
+}
+
+pub(super) fn taking_back_in(lane: &'static str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+    Messages::update_many()
+        .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::State.eq(MessageState::Delivering.as_str()))
+        .filter(Expr::cust(lane))
+        .filter(Column::NextAttemptAt.gt(now_ms))
+}
