@@ -5,7 +5,10 @@ file. So the owner knows, at start, that every lease in the file belongs to a pr
 and takes them back: after a SIGKILL in the middle of slow deliveries (leases of 90 s, the default),
 a restart delivers every accepted event within 15 s.
 
-These tests run Herald on SQLite files of their own, whichever database the session uses.
+On PostgreSQL, where several processes share the database, each beats every two seconds; the others
+take back the leases of one silent for ten seconds, so a killed process's messages go out within
+seconds, while a process whose deliveries merely stall keeps its leases. Those tests run on the
+session's database and only on PostgreSQL; the SQLite ones run on SQLite files of their own.
 """
 
 from __future__ import annotations
@@ -75,3 +78,62 @@ def test_after_sigkill_a_restart_delivers_every_accepted_event_within_seconds(sq
         assert took <= RECOVERY_SECS, f"the last event arrived {took:.1f} s after the restart"
     finally:
         herald.stop()
+
+
+def two_processes(spawn_herald, fresh_database: TestDatabase) -> tuple[HeraldServer, HeraldServer]:
+    if fresh_database.kind != "postgres":
+        pytest.skip("several processes share a PostgreSQL database only")
+    first = spawn_herald("node-1")
+    second = spawn_herald("node-2")  # after the first has migrated the database
+    return first, second
+
+
+def test_the_leases_of_a_killed_process_are_taken_back_by_the_other_within_seconds(
+    spawn_herald, fresh_database: TestDatabase
+):
+    doomed, survivor = two_processes(spawn_herald, fresh_database)
+    tenant = doomed.new_tenant("takeover")
+    with Receiver() as sink:
+        sink.answer("/slow", Answer(delay=0.5))
+        subscription = {"name": unique("slow"), "url": sink.url("/slow"), "event_types": ["*"]}
+        tenant.client.post("/api/v1/subscriptions", json=subscription, expect=201)
+        batch = [cloud_event(f"takeover-{i:03d}", "order.created") for i in range(EVENTS)]
+        # Published to the doomed process: its lanes lease the messages as it stores them.
+        tenant.client.publish(batch, expect=202)
+        sink.wait_for_count(5)
+        doomed.kill()
+        killed = time.monotonic()
+        expected = {event["id"] for event in batch}
+        wait_until(lambda: event_ids(sink) >= expected, 90, f"all {EVENTS} events to arrive after the kill")
+        took = time.monotonic() - killed
+    assert took <= RECOVERY_SECS, f"the last event arrived {took:.1f} s after the kill (leases last 90 s)"
+    assert "fell silent" in survivor.log_tail(200)
+
+
+def test_a_process_whose_deliveries_stall_keeps_its_leases(spawn_herald, fresh_database: TestDatabase):
+    slow, other = two_processes(spawn_herald, fresh_database)
+    tenant = slow.new_tenant("stalled")
+    with Receiver() as sink:
+        # Each delivery takes 14 s: longer than a silence that loses a process its leases.
+        sink.answer("/stalled", Answer(delay=14))
+        subscription = {
+            "name": unique("stalled"),
+            "url": sink.url("/stalled"),
+            "event_types": ["*"],
+            "timeout_ms": 30000,
+        }
+        tenant.client.post("/api/v1/subscriptions", json=subscription, expect=201)
+        batch = [cloud_event(f"stalled-{i:03d}", "order.created") for i in range(10)]
+        tenant.client.publish(batch, expect=202)
+        expected = {event["id"] for event in batch}
+
+        def answered() -> bool:
+            done = [r for r in sink.on_path("/stalled") if r.received_at + 14 <= time.time()]
+            return len(done) >= len(expected)
+
+        wait_until(answered, 60, "every stalled delivery to be answered")
+        webhook_ids = [r.headers.get("webhook-id") for r in sink.on_path("/stalled")]
+    assert len(webhook_ids) == len(set(webhook_ids)) == len(expected), (
+        f"a busy but alive process keeps its leases: {len(webhook_ids)} requests for {len(expected)} messages"
+    )
+    assert "fell silent" not in other.log_tail(400), other.log_tail(40)

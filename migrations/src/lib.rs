@@ -12,6 +12,7 @@ mod m0005_routing_version;
 mod m0006_bytewise_keys;
 mod m0007_attempt_key;
 mod m0008_fewer_index_entries;
+mod m0009_processes;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0006_bytewise_keys::Migration),
             Box::new(m0007_attempt_key::Migration),
             Box::new(m0008_fewer_index_entries::Migration),
+            Box::new(m0009_processes::Migration),
         ]
     }
 }

@@ -13,7 +13,7 @@ use tower_http::trace::TraceLayer;
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
-use crate::pipeline::{Lanes, Pipeline};
+use crate::pipeline::{Lanes, Pipeline, heartbeat};
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
 use crate::service::customers::ensure_admin_user;
@@ -75,7 +75,10 @@ impl Application {
         let listener =
             TcpListener::bind(&settings.listen).await.map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
         let addr = listener.local_addr().map_err(|e| StartError::Listen(settings.listen.clone(), e))?;
-        let pipeline = Pipeline::start(db, Arc::new(settings), clock, Arc::new(sealer));
+        // Processes sharing a PostgreSQL database are numbered, so each can take back a silent one's leases.
+        let process =
+            if store::is_postgres(&db) { store::processes::register(&db, &host(), clock.now_ms()).await? } else { 0 };
+        let pipeline = Pipeline::start(db, Arc::new(settings), clock, Arc::new(sealer), process);
         let services = Services::new(pipeline);
         ensure_admin_user(&services).await?;
         seal_plaintext_secrets(&services).await?;
@@ -109,6 +112,14 @@ impl Application {
         let url = &self.services.settings.database_url;
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
+        let heartbeat = if self.services.pipeline.process != 0 {
+            // A connection of its own: the heartbeat never waits behind the lanes for the pool.
+            let db =
+                store::connect(url, self.services.settings.sqlite_synchronous).await.map_err(std::io::Error::other)?;
+            Some(tokio::spawn(heartbeat::run(db, self.services.pipeline.clone(), shutdown.clone())))
+        } else {
+            None
+        };
         let app = Self::router(self.services.clone());
         let mut stop = shutdown.clone();
         axum::serve(self.listener, app)
@@ -123,6 +134,15 @@ impl Application {
         if let Some(checkpoints) = checkpoints {
             let _ = checkpoints.await;
         }
+        if let Some(heartbeat) = heartbeat {
+            let _ = heartbeat.await;
+        }
         Ok(())
     }
+}
+
+/// How a process names itself in the process table: its host and pid, for an operator to read.
+fn host() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!("{} pid {}", name.trim(), std::process::id())
 }

@@ -70,3 +70,36 @@ async fn after_a_crash_the_next_start_sends_the_dead_processes_leased_messages_a
     }
     restarted.crash().await;
 }
+
+/// On a shared database each process numbers its lease tokens; the leases of
+/// a process silent for more than ten seconds are taken back by the others,
+/// and a live one's are left alone.
+#[tokio::test]
+async fn a_silent_processes_leases_are_taken_back_and_a_live_ones_are_not() {
+    use herald::pipeline::heartbeat::SILENT_MS;
+    use herald::store::processes;
+
+    let rx = TestReceiver::start().await;
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": format!("{}/hook", rx.url), "event_types": ["*"]})).await;
+    for i in 0..4 {
+        app.publish(&key, &format!("e{i}"), "order.created").await;
+    }
+    let db = &app.services.db;
+    let now = app.now_ms();
+    let alive = processes::register(db, "alive", now).await.unwrap();
+    let silent = processes::register(db, "silent", now - SILENT_MS - 1_000).await.unwrap();
+    for process in [alive, silent] {
+        let token = processes::lease_token(process);
+        let leased = claim(db, Lane::Fresh, now, 2, now + 90_000, token, Among::AllBut(&[])).await.unwrap();
+        assert_eq!(leased.len(), 2);
+    }
+    assert!(processes::beat(db, alive, now).await.unwrap());
+
+    assert_eq!(processes::silent(db, now - SILENT_MS).await.unwrap(), vec![silent]);
+    assert_eq!(processes::take_back(db, silent, now).await.unwrap(), 2, "the silent process's two leases");
+    assert!(!processes::beat(db, silent, now).await.unwrap(), "a process taken for dead is forgotten");
+    assert_eq!(app.deliver_retries().await, 2, "its messages are due at once");
+    assert_eq!(rx.seen().len(), 2, "the live process's leased messages are not sent again");
+}

@@ -29,7 +29,7 @@ use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::messages::pending_message;
 use crate::store::writers::Writers;
-use crate::store::{events, notify};
+use crate::store::{events, notify, processes};
 
 type Result<T> = std::result::Result<T, PublishError>;
 
@@ -48,6 +48,8 @@ pub struct Parts {
     pub handoff: Arc<Handoff>,
     /// How long a handed-over message stays leased.
     pub lease_ms: i64,
+    /// This process's number, the upper half of its lease tokens.
+    pub process: i32,
 }
 
 struct Request {
@@ -238,7 +240,7 @@ async fn write_routed(
     }
     let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
     // The lane's places, reserved before the write: the messages that got one are stored leased.
-    let token = rand::random::<i64>().abs().max(1);
+    let token = processes::lease_token(parts.process);
     let reserved: Vec<Option<Reserved>> = new_messages
         .iter_mut()
         .zip(&targets)

@@ -16,6 +16,7 @@ mod decide;
 mod deliver;
 pub mod endpoint_slots;
 pub mod handoff;
+pub mod heartbeat;
 mod intake;
 mod job;
 mod lanes;
@@ -70,6 +71,9 @@ pub struct Parts {
     pub wake: Arc<Wakeup>,
     /// Passes fresh messages from the intake to the running fresh lane.
     pub handoff: Arc<Handoff>,
+    /// This process's number among those sharing the database (0 on SQLite, which has one):
+    /// the upper half of every lease token it draws.
+    pub process: i32,
     intake: Intake,
 }
 
@@ -83,7 +87,13 @@ impl std::ops::Deref for Pipeline {
 
 impl Pipeline {
     /// Starts the intake's task; the lanes start with [`Lanes::run`].
-    pub fn start(db: DatabaseConnection, settings: Arc<Settings>, clock: SharedClock, sealer: Arc<Sealer>) -> Pipeline {
+    pub fn start(
+        db: DatabaseConnection,
+        settings: Arc<Settings>,
+        clock: SharedClock,
+        sealer: Arc<Sealer>,
+        process: i32,
+    ) -> Pipeline {
         let wake = Arc::new(Wakeup::default());
         let handoff = Arc::new(Handoff::default());
         let intake = Intake::spawn(intake::Parts {
@@ -92,8 +102,9 @@ impl Pipeline {
             wake: wake.clone(),
             handoff: handoff.clone(),
             lease_ms: lease_ms(&settings.delivery),
+            process,
         });
-        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, intake }))
+        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, process, intake }))
     }
 
     pub fn now_ms(&self) -> i64 {

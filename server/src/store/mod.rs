@@ -17,6 +17,7 @@ pub mod nodelay;
 pub mod notify;
 pub mod owner;
 pub mod page;
+pub mod processes;
 pub mod recordset;
 pub mod sessions;
 pub mod subscriptions;

@@ -22,7 +22,7 @@ use super::job::Job;
 use super::{Pipeline, lease_ms, wakeup};
 use crate::store::entities::{endpoint, event, subscription};
 use crate::store::messages::{Among, Lane};
-use crate::store::{endpoints, events, messages, subscriptions};
+use crate::store::{endpoints, events, messages, processes, subscriptions};
 use lookout::{Look, Lookout};
 use waiting::Waiting;
 
@@ -236,7 +236,7 @@ impl Lanes {
     /// Leases up to `limit` due messages of the lane, of the endpoints `among` names.
     async fn claim(&self, lane: Lane, limit: u64, among: Among<'_>) -> Result<Vec<Job>, DbErr> {
         let now = self.pipeline.now_ms();
-        let token = rand::random::<i64>().abs().max(1);
+        let token = processes::lease_token(self.pipeline.process);
         let lease_until = now + lease_ms(&self.pipeline.settings.delivery);
         let claimed = messages::claim(&self.pipeline.db, lane, now, limit, lease_until, token, among).await?;
         crate::telemetry::hot().claims(lane, !claimed.is_empty()).increment(1);

@@ -8,6 +8,7 @@ pub mod endpoint;
 pub mod event;
 pub mod message;
 pub mod meta;
+pub mod process;
 pub mod session;
 pub mod subscription;
 pub mod user;
