@@ -40,6 +40,19 @@ def event_ids(sink: Receiver) -> set[str]:
     return ids
 
 
+def publish_slow_deliveries(server: HeraldServer, sink: Receiver, prefix: str) -> set[str]:
+    """Publishes EVENTS events to `server` for a receiver that takes 0.5 s per request, and returns
+    once the first have arrived: the rest are in flight or leased, waiting for the endpoint."""
+    tenant = server.new_tenant(prefix)
+    sink.answer("/slow", Answer(delay=0.5))
+    subscription = {"name": unique("slow"), "url": sink.url("/slow"), "event_types": ["*"]}
+    tenant.client.post("/api/v1/subscriptions", json=subscription, expect=201)
+    batch = [cloud_event(f"{prefix}-{i:03d}", "order.created") for i in range(EVENTS)]
+    tenant.client.publish(batch, expect=202)
+    sink.wait_for_count(5)
+    return {event["id"] for event in batch}
+
+
 def test_a_second_herald_on_the_same_sqlite_file_refuses_to_start(sqlite_database: TestDatabase):
     first = server_on(sqlite_database, "owner").start()
     second = server_on(sqlite_database, "intruder")
@@ -58,20 +71,13 @@ def test_a_second_herald_on_the_same_sqlite_file_refuses_to_start(sqlite_databas
 def test_after_sigkill_a_restart_delivers_every_accepted_event_within_seconds(sqlite_database: TestDatabase):
     herald = server_on(sqlite_database, "crash").start()
     try:
-        tenant = herald.new_tenant("recovery")
         with Receiver() as sink:
-            sink.answer("/slow", Answer(delay=0.5))
-            subscription = {"name": unique("slow"), "url": sink.url("/slow"), "event_types": ["*"]}
-            tenant.client.post("/api/v1/subscriptions", json=subscription, expect=201)
-            batch = [cloud_event(f"recovery-{i:03d}", "order.created") for i in range(EVENTS)]
-            tenant.client.publish(batch, expect=202)
-            # Deliveries are in flight (each takes 0.5 s): the process dies holding their leases.
-            sink.wait_for_count(5)
+            expected = publish_slow_deliveries(herald, sink, "recovery")
+            # The process dies holding the leases of the deliveries in flight and of those waiting.
             herald.kill()
             arrived_before = len(event_ids(sink))
             restarted = time.monotonic()
             herald.restart()
-            expected = {event["id"] for event in batch}
             wait_until(lambda: event_ids(sink) >= expected, 60, f"all {EVENTS} events to arrive after the restart")
             took = time.monotonic() - restarted
         assert arrived_before < EVENTS, "the crash came while deliveries were still to be made"
@@ -92,18 +98,11 @@ def test_the_leases_of_a_killed_process_are_taken_back_by_the_other_within_secon
     spawn_herald, fresh_database: TestDatabase
 ):
     doomed, survivor = two_processes(spawn_herald, fresh_database)
-    tenant = doomed.new_tenant("takeover")
     with Receiver() as sink:
-        sink.answer("/slow", Answer(delay=0.5))
-        subscription = {"name": unique("slow"), "url": sink.url("/slow"), "event_types": ["*"]}
-        tenant.client.post("/api/v1/subscriptions", json=subscription, expect=201)
-        batch = [cloud_event(f"takeover-{i:03d}", "order.created") for i in range(EVENTS)]
         # Published to the doomed process: its lanes lease the messages as it stores them.
-        tenant.client.publish(batch, expect=202)
-        sink.wait_for_count(5)
+        expected = publish_slow_deliveries(doomed, sink, "takeover")
         doomed.kill()
         killed = time.monotonic()
-        expected = {event["id"] for event in batch}
         wait_until(lambda: event_ids(sink) >= expected, 90, f"all {EVENTS} events to arrive after the kill")
         took = time.monotonic() - killed
     assert took <= RECOVERY_SECS, f"the last event arrived {took:.1f} s after the kill (leases last 90 s)"

@@ -24,6 +24,13 @@ use crate::store::messages::{self, Finish, Lane};
 use crate::store::subscriptions::policy_of;
 use crate::telemetry;
 
+/// Why a message goes back without an attempt.
+enum Release {
+    Dead(DeadReason),
+    DeferUntil(i64),
+    Hold,
+}
+
 /// What both lanes send with: one HTTP client, the receivers' URLs and
 /// signing keys as last read, and the recorder.
 pub struct Deliverer {
@@ -50,16 +57,7 @@ impl Deliverer {
         let signing_keys = SigningKeys::new(pipeline.sealer.clone());
         Deliverer { pipeline, client, unrecorded, recorder, targets, signing_keys }
     }
-}
 
-/// Why a message goes back without an attempt.
-enum Release {
-    Dead(DeadReason),
-    DeferUntil(i64),
-    Hold,
-}
-
-impl Deliverer {
     /// Sends one message and records the attempt. The endpoint's slot and the
     /// lane's worker are freed as soon as the receiver has answered, so that
     /// the next message does not wait for this one's record to be committed.
