@@ -64,7 +64,7 @@ impl Application {
         store::migrate(&db).await?;
         if owner.is_some() {
             // Every lease in the file is a dead process's: its messages are due now, not when the lease ends.
-            let taken = store::messages::take_back_leases(&db, clock.now_ms()).await?;
+            let taken = store::messages::take_back_leases(&db, None, clock.now_ms()).await?;
             if taken > 0 {
                 tracing::info!(taken, "took back the leases of a process that stopped without finishing them");
             }

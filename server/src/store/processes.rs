@@ -9,11 +9,8 @@ use sea_orm::{
     ActiveModelTrait, ActiveValue, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
 };
 
-use app::domain::states::MessageState;
-use migrations::{FRESH_LANE, RETRY_LANE};
-
-use super::entities::message::{Column as MessageColumn, Entity as Messages};
 use super::entities::process::{self, Column, Entity as Processes};
+use super::messages;
 
 /// A new lease token of the process numbered `process` (0 where processes are
 /// not numbered): its number above, 32 random bits below, never 0.
@@ -57,22 +54,8 @@ pub async fn silent(db: &impl ConnectionTrait, silent_since_ms: i64) -> Result<V
 /// Makes the messages leased by process `number` due now, unattempted, and
 /// forgets the process. Returns how many messages were taken back.
 pub async fn take_back(db: &impl ConnectionTrait, number: i32, now_ms: i64) -> Result<u64, DbErr> {
-    let (from, to) = (i64::from(number) << 32, (i64::from(number) + 1) << 32);
-    let mut taken = 0;
-    // One statement per lane, each reading that lane's index.
-    for lane in [FRESH_LANE, RETRY_LANE] {
-        taken += Messages::update_many()
-            .col_expr(MessageColumn::NextAttemptAt, Expr::val(now_ms))
-            .col_expr(MessageColumn::UpdatedAt, Expr::val(now_ms))
-            .filter(MessageColumn::State.eq(MessageState::Delivering.as_str()))
-            .filter(Expr::cust(lane))
-            .filter(MessageColumn::NextAttemptAt.gt(now_ms))
-            .filter(MessageColumn::LeaseToken.gte(from))
-            .filter(MessageColumn::LeaseToken.lt(to))
-            .exec(db)
-            .await?
-            .rows_affected;
-    }
+    let tokens = i64::from(number) << 32..(i64::from(number) + 1) << 32;
+    let taken = messages::take_back_leases(db, Some(tokens), now_ms).await?;
     Processes::delete_many().filter(Column::Number.eq(number)).exec(db).await?;
     Ok(taken)
 }

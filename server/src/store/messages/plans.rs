@@ -65,7 +65,7 @@ async fn the_retry_lane_finds_ended_leases_in_both_lanes_indexes() {
 #[tokio::test]
 async fn expiry_and_the_take_back_of_leases_read_each_lanes_index() {
     for (lane, index) in [(FRESH_LANE, "idx_messages_fresh"), (RETRY_LANE, "idx_messages_retry")] {
-        for (update, range) in [(expire_held_in(lane, 1_000), "<"), (taking_back_in(lane, 1_000), ">")] {
+        for (update, range) in [(expire_held_in(lane, 1_000), "<"), (taking_back_in(lane, None, 1_000), ">")] {
             let plan = plan(update.build(DbBackend::Sqlite)).await.join("\n");
             assert!(plan.contains(&format!("{index} (state=? AND next_attempt_at{range}?)")), "{plan}");
         }

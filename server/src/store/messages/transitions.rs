@@ -3,6 +3,8 @@
 //! releases of an endpoint's messages, expiry, deletion of a subscription, a
 //! change of URL.
 
+use std::ops::Range;
+
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
@@ -210,23 +212,39 @@ pub async fn move_to_endpoint(
         .map(|_| ())
 }
 
-/// Makes every leased message due now, unattempted: called only by the one
-/// process that may serve a SQLite file, at its start, when every lease in
-/// the file belongs to a process that is gone. The retry lane takes them at
-/// once instead of after their lease; their attempt counts stay as they were.
-pub async fn take_back_leases(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+/// Makes leased messages due now, unattempted: all of them (`tokens` None), or
+/// those whose lease token lies in `tokens` (one process's, see
+/// [`crate::store::processes`]). Called for leases whose process is gone: the
+/// one process that may serve a SQLite file finds only such at its start, and
+/// on PostgreSQL a process that fell silent is taken for dead by the others.
+/// The retry lane takes them at once instead of after their lease; their
+/// attempt counts stay as they were.
+pub async fn take_back_leases(
+    db: &impl ConnectionTrait,
+    tokens: Option<Range<i64>>,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
     let mut taken = 0;
+    // One statement per lane, each reading that lane's index.
     for lane in [FRESH_LANE, RETRY_LANE] {
-        taken += taking_back_in(lane, now_ms).exec(db).await?.rows_affected;
+        taken += taking_back_in(lane, tokens.clone(), now_ms).exec(db).await?.rows_affected;
     }
     Ok(taken)
 }
 
-pub(super) fn taking_back_in(lane: &'static str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
-    Messages::update_many()
+pub(super) fn taking_back_in(
+    lane: &'static str,
+    tokens: Option<Range<i64>>,
+    now_ms: i64,
+) -> sea_orm::UpdateMany<Messages> {
+    let mut update = Messages::update_many()
         .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::State.eq(MessageState::Delivering.as_str()))
         .filter(Expr::cust(lane))
-        .filter(Column::NextAttemptAt.gt(now_ms))
+        .filter(Column::NextAttemptAt.gt(now_ms));
+    if let Some(tokens) = tokens {
+        update = update.filter(Column::LeaseToken.gte(tokens.start)).filter(Column::LeaseToken.lt(tokens.end));
+    }
+    update
 }
