@@ -101,6 +101,13 @@ def sqlite_database() -> Iterator[TestDatabase]:
         db.drop()
 
 
+def herald_on(db: TestDatabase, name: str, **options: object) -> HeraldServer:
+    """A HeraldServer (not yet started) on `db`, logging to end2end/artifacts/ under `name`;
+    `options` go to HeraldServer (extra_env, wrapper)."""
+    log_path = ARTIFACTS_DIR / f"herald-{db.kind}-{utc_stamp()}-{os.getpid()}-{name}.log"
+    return HeraldServer(_binary(), db.url, log_path=log_path, **options)
+
+
 SpawnHerald = Callable[..., HeraldServer]
 
 

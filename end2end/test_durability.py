@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _binary
+from conftest import _binary, herald_on
 from harness import ARTIFACTS_DIR, HeraldServer, TestDatabase, cloud_event, unique, utc_stamp, wait_until
 
 STRACE = shutil.which("strace")
@@ -44,8 +44,7 @@ def herald_pid(server: HeraldServer) -> int:
 
 
 def start(db: TestDatabase, name: str, env: dict[str, str] | None = None, wrapper: list[str] | None = None):
-    log_path = ARTIFACTS_DIR / f"herald-sqlite-{utc_stamp()}-{os.getpid()}-durability-{name}.log"
-    return HeraldServer(_binary(), db.url, log_path=log_path, extra_env=env, wrapper=wrapper).start()
+    return herald_on(db, f"durability-{name}", extra_env=env, wrapper=wrapper).start()
 
 
 def stop_traced(server: HeraldServer) -> None:

@@ -14,22 +14,16 @@ session's database and only on PostgreSQL; the SQLite ones run on SQLite files o
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from conftest import _binary
-from harness import ARTIFACTS_DIR, HeraldServer, TestDatabase, cloud_event, unique, utc_stamp, wait_until
+from conftest import herald_on
+from harness import HeraldServer, TestDatabase, cloud_event, unique, wait_until
 from webhook_receiver import Answer, Receiver
 
 EVENTS = 120
 RECOVERY_SECS = 15
-
-
-def server_on(db: TestDatabase, name: str) -> HeraldServer:
-    log_path = ARTIFACTS_DIR / f"herald-sqlite-{utc_stamp()}-{os.getpid()}-recovery-{name}.log"
-    return HeraldServer(_binary(), db.url, log_path=log_path)
 
 
 def event_ids(sink: Receiver) -> set[str]:
@@ -54,8 +48,8 @@ def publish_slow_deliveries(server: HeraldServer, sink: Receiver, prefix: str) -
 
 
 def test_a_second_herald_on_the_same_sqlite_file_refuses_to_start(sqlite_database: TestDatabase):
-    first = server_on(sqlite_database, "owner").start()
-    second = server_on(sqlite_database, "intruder")
+    first = herald_on(sqlite_database, "recovery-owner").start()
+    second = herald_on(sqlite_database, "recovery-intruder")
     try:
         with pytest.raises(RuntimeError) as refused:
             second.start()
@@ -69,7 +63,7 @@ def test_a_second_herald_on_the_same_sqlite_file_refuses_to_start(sqlite_databas
 
 
 def test_after_sigkill_a_restart_delivers_every_accepted_event_within_seconds(sqlite_database: TestDatabase):
-    herald = server_on(sqlite_database, "crash").start()
+    herald = herald_on(sqlite_database, "recovery-crash").start()
     try:
         with Receiver() as sink:
             expected = publish_slow_deliveries(herald, sink, "recovery")

@@ -92,7 +92,7 @@ async fn migrate(settings: &Settings) -> Result<(), Box<dyn std::error::Error>> 
 }
 
 async fn backup(settings: &Settings, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
-    let bytes = store::backup::copy_sqlite(&settings.database_url, path).await?;
+    let bytes = store::backup::copy_sqlite(settings, path).await?;
     let key = match (&settings.secret_key, settings.key_dir()) {
         (Some(_), _) => "the secret_key you configured (HERALD_SECRET_KEY)".to_string(),
         (None, Some(dir)) => dir.join(secrets::KEY_FILE).display().to_string(),

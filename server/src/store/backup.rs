@@ -11,6 +11,8 @@ use std::time::Duration;
 use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteSynchronous};
 use sea_orm::sqlx::{ConnectOptions, Connection};
 
+use crate::config::Settings;
+
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
     #[error(
@@ -27,11 +29,11 @@ pub enum BackupError {
 }
 
 /// Where the copy may go: the checks that need no database.
-pub fn check(database_url: &str, target: &Path) -> Result<(), BackupError> {
-    if database_url.starts_with("postgres://") || database_url.starts_with("postgresql://") {
+pub fn check(settings: &Settings, target: &Path) -> Result<(), BackupError> {
+    if !settings.database_url.starts_with("sqlite:") {
         return Err(BackupError::Postgres);
     }
-    if database_url.contains(":memory:") || database_url.contains("mode=memory") {
+    if settings.sqlite_file().is_none() {
         return Err(BackupError::InMemory);
     }
     if target.symlink_metadata().is_ok() {
@@ -42,8 +44,9 @@ pub fn check(database_url: &str, target: &Path) -> Result<(), BackupError> {
 
 /// Writes a consistent copy of the SQLite database at `database_url` to
 /// `target`, flushed to disk before it returns; returns its size in bytes.
-pub async fn copy_sqlite(database_url: &str, target: &Path) -> Result<u64, BackupError> {
-    check(database_url, target)?;
+pub async fn copy_sqlite(settings: &Settings, target: &Path) -> Result<u64, BackupError> {
+    check(settings, target)?;
+    let database_url = &settings.database_url;
     let fail = |message: String| BackupError::Copy { path: target.to_path_buf(), message };
     let options = SqliteConnectOptions::from_str(database_url)
         .map_err(|e| fail(e.to_string()))?
@@ -70,15 +73,19 @@ pub async fn copy_sqlite(database_url: &str, target: &Path) -> Result<u64, Backu
 mod tests {
     use super::*;
 
+    fn on(url: &str) -> Settings {
+        Settings { database_url: url.into(), ..Settings::default() }
+    }
+
     #[test]
     fn a_backup_refuses_postgres_memory_and_an_existing_path() {
         let fresh = std::env::temp_dir().join(format!("herald-backup-{}.db", crate::ids::new_id("t")));
-        assert!(matches!(check("postgres://db/herald", &fresh), Err(BackupError::Postgres)));
+        assert!(matches!(check(&on("postgres://db/herald"), &fresh), Err(BackupError::Postgres)));
         assert!(BackupError::Postgres.to_string().contains("pg_dump"));
-        assert!(matches!(check("sqlite::memory:", &fresh), Err(BackupError::InMemory)));
+        assert!(matches!(check(&on("sqlite::memory:"), &fresh), Err(BackupError::InMemory)));
         let existing = std::env::temp_dir();
-        assert!(matches!(check("sqlite://herald.db?mode=rwc", &existing), Err(BackupError::Exists(_))));
-        assert!(check("sqlite://herald.db?mode=rwc", &fresh).is_ok());
+        assert!(matches!(check(&on("sqlite://herald.db?mode=rwc"), &existing), Err(BackupError::Exists(_))));
+        assert!(check(&on("sqlite://herald.db?mode=rwc"), &fresh).is_ok());
     }
 
     #[tokio::test]
@@ -93,8 +100,8 @@ mod tests {
         crate::store::customers::insert(&db, customer).await.unwrap();
 
         let target = dir.join("copy.db");
-        assert!(copy_sqlite(&url, &target).await.unwrap() > 0);
-        assert!(matches!(copy_sqlite(&url, &target).await, Err(BackupError::Exists(_))), "never overwrites");
+        assert!(copy_sqlite(&on(&url), &target).await.unwrap() > 0);
+        assert!(matches!(copy_sqlite(&on(&url), &target).await, Err(BackupError::Exists(_))), "never overwrites");
         let copy =
             crate::store::connect(&format!("sqlite://{}", target.display()), crate::config::SqliteSynchronous::Full)
                 .await
