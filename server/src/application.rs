@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
@@ -103,7 +103,9 @@ impl Application {
         api.merge(ui::router(services))
             .fallback(not_found)
             .layer(axum::middleware::from_fn_with_state(limits, api::limits::guard_request))
-            .layer(TraceLayer::new_for_http())
+            // A failure is logged where it happens, and a database outage once (see `store::health`),
+            // not again at every 5xx response.
+            .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)))
     }
 
     /// Serves until `shutdown` turns true; the lanes run unless `with_lanes` is false.

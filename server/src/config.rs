@@ -253,10 +253,10 @@ impl Settings {
         if d.fresh_concurrency == 0 || d.retry_concurrency == 0 || d.endpoint_concurrency == 0 {
             return invalid("delivery", "concurrency must be at least 1");
         }
-        if let Some(key) = &self.secret_key {
-            if let Err(message) = crate::secrets::SecretKey::from_base64(key) {
-                return invalid("secret_key", &message);
-            }
+        if let Some(key) = &self.secret_key
+            && let Err(message) = crate::secrets::SecretKey::from_base64(key)
+        {
+            return invalid("secret_key", &message);
         }
         let l = &self.limits;
         if l.max_body_bytes < 1024 {

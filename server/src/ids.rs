@@ -12,6 +12,8 @@ use sha2::{Digest, Sha256};
 /// which keeps "newest first" lists in publish order.
 pub fn new_id(prefix: &str) -> String {
     static GENERATOR: Mutex<ulid::Generator> = Mutex::new(ulid::Generator::new());
+    // Not `unwrap_or_default`: the default ULID is the nil one, and a fresh random one is meant.
+    #[allow(clippy::unwrap_or_default)]
     let ulid = GENERATOR.lock().ok().and_then(|mut g| g.generate().ok()).unwrap_or_else(ulid::Ulid::new);
     let mut text = [0u8; ulid::ULID_LEN];
     let mut id = String::with_capacity(prefix.len() + 1 + ulid::ULID_LEN);

@@ -10,7 +10,9 @@ use tracing_subscriber::EnvFilter;
 use crate::store::messages::Lane;
 
 pub fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn"));
+    // Herald reports the database's failures itself (once per outage, see `store::health`);
+    // sqlx would warn again for every pooled connection an outage breaks.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=error,sea_orm=warn"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
 }
 

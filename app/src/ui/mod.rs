@@ -26,6 +26,8 @@ pub enum UiError {
     Invalid(String),
     #[error("something went wrong; try again")]
     Internal,
+    #[error("Herald's database is unavailable; try again in a few seconds")]
+    Unavailable,
 }
 
 /// The HTML document around the app.

@@ -31,11 +31,17 @@ mod ssr {
         }
     }
 
-    /// A failure as the page shows it; "not found" also sets the status.
+    /// A failure as the page shows it; "not found" and "unavailable" also set the status.
     pub fn fail(e: UiError) -> ServerFnError {
-        if e == UiError::NotFound {
-            if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
-                response.set_status(http::StatusCode::NOT_FOUND);
+        let status = match e {
+            UiError::NotFound => Some(http::StatusCode::NOT_FOUND),
+            UiError::Unavailable => Some(http::StatusCode::SERVICE_UNAVAILABLE),
+            _ => None,
+        };
+        if let (Some(status), Some(response)) = (status, use_context::<leptos_axum::ResponseOptions>()) {
+            response.set_status(status);
+            if status == http::StatusCode::SERVICE_UNAVAILABLE {
+                response.insert_header(http::header::RETRY_AFTER, http::HeaderValue::from_static("2"));
             }
         }
         ServerFnError::new(e.to_string())

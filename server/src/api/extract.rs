@@ -89,10 +89,10 @@ impl FromRequestParts<ApiState> for Principal {
             .map(str::trim)
             .filter(|t| !t.is_empty() && t.len() <= 200)
             .ok_or(ApiError::Unauthorized)?;
-        if let Some(admin) = &state.settings.admin_token {
-            if constant_time_eq(admin.as_bytes(), token.as_bytes()) {
-                return Ok(Principal::Admin { actor: "admin-token".into() });
-            }
+        if let Some(admin) = &state.settings.admin_token
+            && constant_time_eq(admin.as_bytes(), token.as_bytes())
+        {
+            return Ok(Principal::Admin { actor: "admin-token".into() });
         }
         let hash = token_hash(token);
         let now = std::time::Instant::now();

@@ -63,8 +63,14 @@ impl ApiError {
             ApiError::Service(ServiceError::Conflict(detail)) => (StatusCode::CONFLICT, detail, vec![]),
             ApiError::Service(ServiceError::Db(e)) => {
                 tracing::error!(error = %e, "database error");
-                (StatusCode::SERVICE_UNAVAILABLE, "the database did not answer; try again".into(), vec![])
+                (StatusCode::SERVICE_UNAVAILABLE, "the database failed this request; try again".into(), vec![])
             }
+            // Logged once per outage, by the database's health (not at every request).
+            ApiError::Service(ServiceError::Unavailable(_)) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the database is unavailable; try again in {UNAVAILABLE_RETRY_AFTER} s"),
+                vec![],
+            ),
             ApiError::Service(ServiceError::Unsealable(e)) => {
                 tracing::error!(error = %e, "opening a subscription secret failed");
                 (StatusCode::INTERNAL_SERVER_ERROR, "a stored secret could not be read".into(), vec![])
@@ -99,6 +105,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let retry_after = match self {
             ApiError::RateLimited(secs) => Some(secs),
+            ApiError::Service(ServiceError::Db(_) | ServiceError::Unavailable(_)) => Some(UNAVAILABLE_RETRY_AFTER),
             _ => None,
         };
         let (status, detail, errors) = self.parts();
@@ -122,3 +129,7 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Seconds a client is told to wait when the database fails: about how long
+/// the database's health takes to notice its return.
+pub const UNAVAILABLE_RETRY_AFTER: u64 = 2;

@@ -388,12 +388,12 @@ fn problem(status: u16) -> (String, RefOr<utoipa::openapi::response::Response>) 
         429 => "This API key is over its publish rate: retry after `Retry-After` seconds",
         431 => "The request target and headers are too large",
         500 => "A stored secret could not be read",
-        503 => "The database did not answer; try again",
+        503 => "The database is unavailable (or failed this request): retry after `Retry-After` seconds",
         _ => "Error",
     };
     let content = ContentBuilder::new().schema(Some(reference("Problem"))).build();
     let mut response = ResponseBuilder::new().description(description).content("application/problem+json", content);
-    if status == 429 {
+    if status == 429 || status == 503 {
         let seconds = utoipa::openapi::header::HeaderBuilder::new()
             .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)))
             .description(Some("Seconds to wait"))
@@ -446,13 +446,24 @@ problems! {
     OpenErrors = [400, 431];
 }
 
-/// What `/healthz` answers: `{"status"}`, `ok` or `database unavailable`.
+/// What `/healthz` answers: `status` (`ok` or `database unavailable`), the
+/// `database` it checked, and the `error` when it does not answer.
 pub struct Health;
 
 impl PartialSchema for Health {
     fn schema() -> RefOr<Schema> {
-        let status = ObjectBuilder::new().schema_type(Type::String).description(Some("`ok` or `database unavailable`"));
-        ObjectBuilder::new().schema_type(Type::Object).property("status", status).required("status").into()
+        let text = |description: &str| ObjectBuilder::new().schema_type(Type::String).description(Some(description));
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property("status", text("`ok` or `database unavailable`"))
+            .property(
+                "database",
+                text("The database, without credentials: `PostgreSQL at host:port/name` or `SQLite file`"),
+            )
+            .property("error", text("Why the database is unavailable (only then)"))
+            .required("status")
+            .required("database")
+            .into()
     }
 }
 

@@ -1,14 +1,20 @@
 //! Health, metrics and the OpenAPI document: open to anyone.
 
+use std::time::Duration;
+
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use sea_orm::ConnectionTrait;
+use serde_json::json;
 use utoipa::OpenApi;
 
+use crate::store::health;
+
 use super::ApiDoc;
+use super::problem::UNAVAILABLE_RETRY_AFTER;
 use super::schemas::{Health, OpenErrors};
 use super::state::ApiState;
 
@@ -19,13 +25,38 @@ pub fn router() -> Router<ApiState> {
         .route("/api/openapi.json", get(openapi))
 }
 
+/// The longest `/healthz` waits for the database: a load balancer's check gets its answer within a second.
+const HEALTH_DEADLINE: Duration = Duration::from_millis(800);
+
 #[utoipa::path(get, path = "/healthz", tag = "system", security(),
     responses((status = 200, description = "The server and its database answer", body = Health),
-        (status = 503, description = "The database does not answer", body = Health), OpenErrors))]
-async fn healthz(State(s): State<ApiState>) -> impl IntoResponse {
-    let ok = s.db.execute_unprepared("SELECT 1").await.is_ok();
-    let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, Json(serde_json::json!({"status": if ok { "ok" } else { "database unavailable" }})))
+        (status = 503, description = "The database does not answer (within 0.8 s, or it is in an outage)",
+            body = Health, headers(("Retry-After" = u64, description = "Seconds to wait before asking again"))),
+        OpenErrors))]
+async fn healthz(State(s): State<ApiState>) -> Response {
+    let health = &s.pipeline.health;
+    let error = if health.is_down() {
+        Some(health.outage_error().unwrap_or_default())
+    } else {
+        let answered = tokio::time::timeout(HEALTH_DEADLINE, s.db.execute_unprepared("SELECT 1")).await;
+        match answered.unwrap_or_else(|_| Err(health::too_slow(HEALTH_DEADLINE))) {
+            Ok(_) => None,
+            Err(e) => {
+                health.failed("the health check", &e);
+                Some(e.to_string())
+            }
+        }
+    };
+    let database = health.name();
+    match error {
+        None => (StatusCode::OK, Json(json!({"status": "ok", "database": database}))).into_response(),
+        Some(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, UNAVAILABLE_RETRY_AFTER.to_string())],
+            Json(json!({"status": "database unavailable", "database": database, "error": error})),
+        )
+            .into_response(),
+    }
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "system", security(),

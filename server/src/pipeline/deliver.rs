@@ -73,13 +73,12 @@ impl Deliverer {
             return self.release(msg, Release::Dead(DeadReason::Expired)).await;
         }
         if let Some(endpoint) = &endpoint {
-            match self.pass_gate(endpoint, now).await {
+            let health = &self.pipeline.health;
+            match health.through_outage("reading a circuit", || self.pass_gate(endpoint, now)).await {
                 Ok(None) => {}
                 Ok(Some(release)) => return self.release(msg, release).await,
-                Err(e) => {
-                    tracing::error!(message_id = %msg.id, error = %e, "reading the circuit failed; retried after the lease");
-                    return;
-                }
+                // Logged by the health; the message is tried again when its lease ends.
+                Err(_) => return,
             }
         }
         let started_at = now;
@@ -155,15 +154,20 @@ impl Deliverer {
             Release::Dead(reason) => (MessageState::Dead, Some(reason.as_str()), 0),
             Release::Hold => (MessageState::Held, None, msg.expires_at),
         };
-        let released = if state == MessageState::Pending {
-            messages::defer(db, &msg.id, token, next_attempt_at, now).await
-        } else {
-            let next_attempt_at = (state == MessageState::Held).then_some(next_attempt_at);
-            let finish = Finish { state, dead_reason, next_attempt_at, delivered_at: None, last_status: None };
-            messages::release_unattempted(db, &msg.id, token, now, finish).await
+        let next_held_at = (state == MessageState::Held).then_some(next_attempt_at);
+        let finish =
+            Finish { state, dead_reason, next_attempt_at: next_held_at, delivered_at: None, last_status: None };
+        let release = || {
+            let finish = finish.clone();
+            async move {
+                if state == MessageState::Pending {
+                    messages::defer(db, &msg.id, token, next_attempt_at, now).await.map(drop)
+                } else {
+                    messages::release_unattempted(db, &msg.id, token, now, finish).await.map(drop)
+                }
+            }
         };
-        if let Err(e) = released {
-            tracing::error!(message_id = %msg.id, error = %e, "releasing a message failed; it is retried after the lease");
-        }
+        // A failure is logged by the health; the message is then tried again when its lease ends.
+        let _ = self.pipeline.health.through_outage("releasing a message", release).await;
     }
 }

@@ -22,6 +22,11 @@ pub const SILENT_MS: i64 = 10_000;
 /// Beats for this process until shutdown, on `db` (a connection of its own).
 pub async fn run(db: DatabaseConnection, pipeline: Pipeline, mut shutdown: watch::Receiver<bool>) {
     let me = pipeline.process;
+    let health = &pipeline.health;
+    // Since when this process's beats have been recorded without a break (from the start, as
+    // far as it knows). After an outage every process's last beat is old: none is taken for
+    // dead until each has had the time to beat again.
+    let mut beating_since = Some(i64::MIN);
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -31,16 +36,25 @@ pub async fn run(db: DatabaseConnection, pipeline: Pipeline, mut shutdown: watch
         }
         let now = pipeline.now_ms();
         match processes::beat(&db, me, now).await {
-            Ok(true) => {}
-            Ok(false) => tracing::error!(
-                process = me,
-                "the other processes took this one for dead and took back its leases; its deliveries in \
-                 flight may be repeated"
-            ),
-            Err(e) => tracing::warn!(error = %e, "the heartbeat could not be recorded"),
+            Ok(alive) => {
+                if !alive {
+                    tracing::error!(
+                        process = me,
+                        "the other processes took this one for dead and took back its leases; its deliveries in \
+                         flight may be repeated"
+                    );
+                }
+                beating_since.get_or_insert(now);
+            }
+            Err(e) => {
+                health.failed("recording the heartbeat", &e);
+                beating_since = None;
+            }
         }
-        if let Err(e) = take_back_silent(&db, &pipeline, now).await {
-            tracing::warn!(error = %e, "taking back the leases of silent processes failed; tried again");
+        if beating_since.is_some_and(|since| now.saturating_sub(since) >= SILENT_MS)
+            && let Err(e) = take_back_silent(&db, &pipeline, now).await
+        {
+            health.failed("taking back the leases of silent processes", &e);
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::clock::SharedClock;
 use crate::ids::new_id;
 use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
+use crate::store::health::DatabaseHealth;
 use crate::store::messages::pending_message;
 use crate::store::writers::Writers;
 use crate::store::{events, notify, processes};
@@ -43,6 +44,7 @@ const ROUTING_TRIES: usize = 5;
 /// What the intake task needs (not the whole application state, which holds the intake).
 pub struct Parts {
     pub db: DatabaseConnection,
+    pub health: Arc<DatabaseHealth>,
     pub clock: SharedClock,
     pub wake: Arc<Wakeup>,
     pub handoff: Arc<Handoff>,
@@ -111,6 +113,15 @@ async fn run(parts: Parts, mut incoming: mpsc::UnboundedReceiver<Request>) {
 /// Writes one batch atomically and answers each of its requests.
 async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request>, size: usize) {
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
+    // While the database is away, a publish is refused at once rather than queued behind a
+    // connection that will not come within the pool's deadline.
+    if parts.health.is_down() {
+        let error = PublishError::Unavailable(parts.health.outage_error().unwrap_or_default());
+        for reply in replies {
+            let _ = reply.send(Err(error.clone()));
+        }
+        return;
+    }
     match write(&parts, &routes, &work).await {
         Ok(written) => {
             parts.handoff.hand(written.handed);
@@ -126,21 +137,16 @@ async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, requests = replies.len(), "publishing failed; nothing was stored");
+            match &e {
+                PublishError::Db(db) => parts.health.failed("publishing", db),
+                _ => tracing::error!(error = %e, requests = replies.len(), "publishing failed; nothing was stored"),
+            }
             for reply in replies {
-                let _ = reply.send(Err(copy_error(&e)));
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }
     crate::telemetry::hot().publish_batch.record(size as f64);
-}
-
-/// Every request of a failed write gets the same error.
-fn copy_error(e: &PublishError) -> PublishError {
-    match e {
-        PublishError::Conflict(why) => PublishError::Conflict(why.clone()),
-        PublishError::Db(e) => PublishError::Db(DbErr::Custom(e.to_string())),
-    }
 }
 
 struct Written {
@@ -290,7 +296,7 @@ async fn write_routed(
     if !pending.is_empty() {
         // The events are committed: a lost wake-up only leaves other instances to their poll.
         if let Err(e) = notify::send(&parts.db, parts.wake.origin()).await {
-            tracing::warn!(error = %e, "could not notify other instances of new messages");
+            parts.health.failed("notifying other processes of new messages", &e);
         }
     }
 
@@ -301,7 +307,7 @@ async fn write_routed(
         };
         match &stored[i] {
             Ok(event) => Ok(PublishedEvent { duplicate: event.duplicate || repeat, ..event.clone() }),
-            Err(e) => Err(copy_error(e)),
+            Err(e) => Err(e.clone()),
         }
     };
     let answers = entries

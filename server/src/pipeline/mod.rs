@@ -35,6 +35,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use crate::clock::SharedClock;
 use crate::config::{DeliverySettings, Settings};
 use crate::secrets::Sealer;
+use crate::store::health::DatabaseHealth;
 pub use crate::store::messages::Lane;
 use handoff::Handoff;
 use intake::Intake;
@@ -48,13 +49,16 @@ pub fn lease_ms(delivery: &DeliverySettings) -> i64 {
 }
 
 /// Why a publish stored nothing.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum PublishError {
     /// The customer's subscriptions kept changing while the batch was routed.
     #[error("{0}")]
     Conflict(String),
     #[error("database: {0}")]
     Db(#[from] DbErr),
+    /// The database is away (see [`DatabaseHealth`]); nothing was tried.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// The pipeline's shared parts; cloning the handle copies one reference count.
@@ -71,6 +75,8 @@ pub struct Parts {
     pub wake: Arc<Wakeup>,
     /// Passes fresh messages from the intake to the running fresh lane.
     pub handoff: Arc<Handoff>,
+    /// Whether the database answers; the workers wait on it during an outage.
+    pub health: Arc<DatabaseHealth>,
     /// This process's number among those sharing the database (0 on SQLite, which has one):
     /// the upper half of every lease token it draws.
     pub process: i32,
@@ -96,15 +102,17 @@ impl Pipeline {
     ) -> Pipeline {
         let wake = Arc::new(Wakeup::default());
         let handoff = Arc::new(Handoff::default());
+        let health = DatabaseHealth::new(db.clone(), &settings.database_url);
         let intake = Intake::spawn(intake::Parts {
             db: db.clone(),
+            health: health.clone(),
             clock: clock.clone(),
             wake: wake.clone(),
             handoff: handoff.clone(),
             lease_ms: lease_ms(&settings.delivery),
             process,
         });
-        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, process, intake }))
+        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, intake }))
     }
 
     pub fn now_ms(&self) -> i64 {

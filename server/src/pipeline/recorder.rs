@@ -102,14 +102,17 @@ async fn run(pipeline: Pipeline, mut incoming: mpsc::UnboundedReceiver<Pending>)
 async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>) {
     let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
     let size = records.len();
-    match write(&pipeline, records).await {
+    // Attempts sent and not yet recorded wait out an outage here, and are recorded as soon as the
+    // database answers again: their messages are neither sent twice nor left leased.
+    let recorded = pipeline.health.through_outage("recording attempts", || write(&pipeline, &records)).await;
+    match recorded {
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {
                 let _ = reply.send(Ok(result));
             }
         }
+        // Logged by the health; the messages are tried again when their leases end.
         Err(e) => {
-            tracing::error!(error = %e, size, "recording attempts failed; their leases will expire and they are retried");
             for reply in replies {
                 let _ = reply.send(Err(e.to_string()));
             }
@@ -118,8 +121,8 @@ async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>) {
     crate::telemetry::hot().record_batch.record(size as f64);
 }
 
-/// The attempt's row; its request headers are moved into it.
-fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
+/// The attempt's row.
+fn attempt_row(r: &AttemptRecord) -> attempt::Model {
     let msg = &r.message;
     attempt::Model {
         message_id: msg.id.clone(),
@@ -131,7 +134,7 @@ fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
         error_kind: r.received.error.as_ref().map(|(kind, _)| kind.as_str().to_string()),
         error_detail: r.received.error.as_ref().map(|(_, detail)| detail.clone()),
         outcome: r.decision.outcome.as_str().to_string(),
-        request_headers: std::mem::take(&mut r.request_headers),
+        request_headers: r.request_headers.clone(),
         response_headers: headers_json(&r.received.headers),
         response_body: (!r.received.body.is_empty())
             .then(|| String::from_utf8_lossy(&r.received.body).replace('\0', "\u{FFFD}")),
@@ -139,7 +142,7 @@ fn attempt_row(r: &mut AttemptRecord) -> attempt::Model {
 }
 
 /// One transaction for the whole batch; the results are in the batch's order.
-async fn write(pipeline: &Pipeline, mut records: Vec<AttemptRecord>) -> Result<Vec<Option<Transition>>, DbErr> {
+async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = pipeline.now_ms();
     let ends: Vec<End> = records
         .iter()
@@ -149,7 +152,7 @@ async fn write(pipeline: &Pipeline, mut records: Vec<AttemptRecord>) -> Result<V
             finish: r.decision.finish.clone(),
         })
         .collect();
-    let rows = records.iter_mut().map(attempt_row).collect();
+    let rows = records.iter().map(attempt_row).collect();
     let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();

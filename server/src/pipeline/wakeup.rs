@@ -8,6 +8,7 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, watch};
 
 use super::retry_times::RetryTimes;
+use crate::store::health::DatabaseHealth;
 use crate::store::messages::Lane;
 use crate::store::notify;
 
@@ -94,11 +95,16 @@ impl Wakeup {
 }
 
 /// Wakes the lanes on every other process's notification until shutdown.
-pub async fn listen(db: DatabaseConnection, wake: std::sync::Arc<Wakeup>, shutdown: watch::Receiver<bool>) {
+pub async fn listen(
+    db: DatabaseConnection,
+    health: std::sync::Arc<DatabaseHealth>,
+    wake: std::sync::Arc<Wakeup>,
+    shutdown: watch::Receiver<bool>,
+) {
     let notified = |origin: &str| {
         if origin != wake.origin() {
             wake.notify_one();
         }
     };
-    notify::listen(db, notified, shutdown).await
+    notify::listen(db, health, notified, shutdown).await
 }

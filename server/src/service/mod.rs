@@ -21,8 +21,8 @@ use crate::clock::SharedClock;
 use crate::config::Settings;
 use crate::pipeline::{Pipeline, PublishError};
 use crate::secrets::Sealer;
-use crate::store::page;
 pub use crate::store::page::PageRequest;
+use crate::store::{health, page};
 
 /// What every use case works with: the database, the settings, the clock,
 /// the sealer of subscription secrets, and the delivery pipeline.
@@ -63,7 +63,10 @@ pub enum ServiceError {
     #[error("{0}")]
     Conflict(String),
     #[error("database: {0}")]
-    Db(#[from] DbErr),
+    Db(DbErr),
+    /// The database is away (see [`crate::store::health`]): try again shortly.
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     #[error("{0}")]
     Unsealable(#[from] crate::secrets::Unsealable),
 }
@@ -74,11 +77,18 @@ impl ServiceError {
     }
 }
 
+impl From<DbErr> for ServiceError {
+    fn from(e: DbErr) -> Self {
+        if health::is_unavailable(&e) { ServiceError::Unavailable(e.to_string()) } else { ServiceError::Db(e) }
+    }
+}
+
 impl From<PublishError> for ServiceError {
     fn from(e: PublishError) -> Self {
         match e {
             PublishError::Conflict(why) => ServiceError::Conflict(why),
-            PublishError::Db(e) => ServiceError::Db(e),
+            PublishError::Db(e) => e.into(),
+            PublishError::Unavailable(why) => ServiceError::Unavailable(why),
         }
     }
 }

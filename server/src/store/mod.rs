@@ -11,6 +11,7 @@ pub mod customers;
 pub mod endpoints;
 pub mod entities;
 pub mod events;
+pub mod health;
 pub mod messages;
 pub mod meta;
 pub mod nodelay;
@@ -37,18 +38,28 @@ use crate::config::SqliteSynchronous;
 /// in case the server or something between dropped it meanwhile.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
 
+/// The longest a statement waits for a connection, a new one's connecting
+/// included. A database that does not answer within it is reported unavailable
+/// (see [`health`]), so that an API request answers 503 within two seconds
+/// instead of hanging for as long as the database is away. On SQLite the one
+/// connection is held for milliseconds at a time, so only a fault waits this long.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Rows a SQLite statement hands over before waiting for them to be read.
 const SQLITE_ROW_BUFFER: usize = 1024;
 
 /// Opens the database named by `url`. SQLite runs in WAL mode with one writer
 /// connection, flushing each commit as `synchronous` says; PostgreSQL gets a
 /// small pool and keeps its own setting (`synchronous_commit = on` unless an
-/// operator changed it; only claims turn it off, see [`messages::claim`]). A connection is not pinged every
-/// time it is taken from the pool (sqlx's default): that doubled the round
-/// trips of every short statement.
+/// operator changed it; only claims turn it off, see [`messages::claim`]). A
+/// connection is not pinged every time it is taken from the pool (sqlx's
+/// default): that doubled the round trips of every short statement. One idle
+/// for a while is pinged, and one that failed is closed when it comes back to
+/// the pool (sqlx tests it then), so after an outage the pool refills with
+/// fresh connections.
 pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_string());
-    options.sqlx_logging(false).acquire_timeout(Duration::from_secs(30));
+    options.sqlx_logging(false).acquire_timeout(ACQUIRE_TIMEOUT);
     if url.starts_with("sqlite:") {
         options.max_connections(1).test_before_acquire(false).map_sqlx_sqlite_opts(move |opts| {
             // FULL flushes the write-ahead log at every commit: each group commit of publishes

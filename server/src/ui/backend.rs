@@ -45,6 +45,7 @@ fn ui_error(e: ServiceError) -> UiError {
             tracing::error!(error = %e, "database error in the dashboard");
             UiError::Internal
         }
+        ServiceError::Unavailable(_) => UiError::Unavailable,
         ServiceError::Unsealable(e) => {
             tracing::error!(error = %e, "opening a subscription secret failed in the dashboard");
             UiError::Internal

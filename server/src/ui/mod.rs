@@ -9,8 +9,8 @@ use std::sync::{Arc, LazyLock};
 use app::ui::backend::SharedBackend;
 use app::ui::{App, shell};
 use axum::Router;
-use axum::extract::Request;
-use axum::http::header;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::future::BoxFuture;
@@ -22,6 +22,7 @@ use tower_sessions::cookie::time::Duration as CookieDuration;
 use tower_sessions::{Expiry, SessionManagerLayer};
 
 use crate::service::Services;
+use crate::store::health::DatabaseHealth;
 use crate::store::sessions::DbSessionStore;
 use backend::DashboardBackend;
 
@@ -50,7 +51,39 @@ pub fn router(services: Services) -> Router {
         .with_state(options)
         .layer(axum::middleware::from_fn(csrf::same_origin_only))
         .layer(sessions)
+        .layer(axum::middleware::from_fn_with_state(services.pipeline.health.clone(), while_database_away))
         .route("/style/main.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLESHEET) }))
+}
+
+/// While the database is away, every page is this one: reading the session
+/// alone would wait for the pool's deadline and then show the login page.
+async fn while_database_away(
+    State(health): State<Arc<DatabaseHealth>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !health.is_down() {
+        return next.run(request).await;
+    }
+    let page = format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Database unavailable · Herald</title><link rel=\"stylesheet\" href=\"/style/main.css\"></head>\
+         <body><main><h1>The database is unavailable</h1>\
+         <p>Herald cannot use its database ({}). Nothing accepted is lost: deliveries wait and resume on their own \
+         when it is back. Reload this page in a few seconds.</p></main></body></html>",
+        html_escape(health.name())
+    );
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "2"), (header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The dashboard's "not found" page, for paths no route serves.

@@ -58,7 +58,8 @@ impl Lanes {
         let delivery = &self.pipeline.settings.delivery;
         let fresh = tokio::spawn(self.clone().run_lane(Lane::Fresh, delivery.fresh_concurrency, shutdown.clone()));
         let retry = tokio::spawn(self.clone().run_lane(Lane::Retry, delivery.retry_concurrency, shutdown.clone()));
-        let listener = tokio::spawn(wakeup::listen(self.pipeline.db.clone(), self.pipeline.wake.clone(), shutdown));
+        let p = &self.pipeline;
+        let listener = tokio::spawn(wakeup::listen(p.db.clone(), p.health.clone(), p.wake.clone(), shutdown));
         let _ = tokio::join!(fresh, retry, listener);
     }
 
@@ -105,10 +106,20 @@ impl Lanes {
                     Look::Everything => Among::AllBut(&crowded),
                     Look::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
                 };
-                let jobs = self.claim(lane, limit, among).await.unwrap_or_else(|e| {
-                    tracing::error!(error = %e, ?lane, "claiming messages failed");
-                    Vec::new()
-                });
+                let jobs = match self.claim(lane, limit, among).await {
+                    Ok(jobs) => jobs,
+                    Err(e) => {
+                        let health = &self.pipeline.health;
+                        health.failed("claiming messages", &e);
+                        // During an outage the lane waits for the database's return (its health
+                        // probes it) instead of claiming again and again.
+                        tokio::select! {
+                            _ = health.back() => {}
+                            _ = shutdown.changed() => {}
+                        }
+                        Vec::new()
+                    }
+                };
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
@@ -175,7 +186,7 @@ impl Lanes {
         match messages::expire_held(&self.pipeline.db, self.pipeline.now_ms()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "held messages reached the end of their TTL"),
-            Err(e) => tracing::error!(error = %e, "expiring held messages failed"),
+            Err(e) => self.pipeline.health.failed("expiring held messages", &e),
         }
     }
 
@@ -226,9 +237,7 @@ impl Lanes {
                 // The retry lane looks again when they are due; fresh ones are found by the fresh lane's poll.
                 Ok(_) if retries => self.pipeline.wake.retry_at(now + PUT_BACK_MS),
                 Ok(_) => {}
-                Err(e) => {
-                    tracing::error!(error = %e, "putting back messages failed; they are retried after their lease")
-                }
+                Err(e) => self.pipeline.health.failed("putting back messages (they are retried after their lease)", &e),
             }
         }
     }
