@@ -206,7 +206,7 @@ async fn the_admin_unlocks_an_endpoint_from_the_endpoints_page() {
     .await;
     let (_, key) = customer_user(&app, "acme", "alice").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/refused", "event_types": ["*"]})).await;
-    app.publish(&key, "e1", "t").await;
+    let held = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
     app.deliver_fresh().await;
     app.advance_secs(15.0);
     app.deliver_retries().await;
@@ -222,8 +222,12 @@ async fn the_admin_unlocks_an_endpoint_from_the_endpoints_page() {
     let mut admin = Browser::new(&app);
     admin.login("admin", "admin-password").await;
     assert!(admin.get("/endpoints").await.1.contains(">Unlock<"));
-    let (status, location) = admin.submit("/endpoints", "unlock_endpoint", &[("id", &endpoint_id)], None).await;
+    assert!(admin.get("/endpoints").await.1.contains("end them dead"), "the unlock offers the backlog's choices");
+    let form = [("id", endpoint_id.as_str()), ("backlog", "dead"), ("older_than_minutes", "")];
+    let (status, location) = admin.submit("/endpoints", "unlock_endpoint", &form, None).await;
     assert_eq!((status, location), (302, Some(format!("/endpoints?unlocked={endpoint_id}"))));
+    let message = app.message(&key, &held).await;
+    assert_eq!((message["state"].as_str(), message["dead_reason"].as_str()), (Some("dead"), Some("expired")));
     let html = admin.get(&format!("/endpoints?unlocked={endpoint_id}")).await.1;
     assert!(html.contains("is unlocked") && html.contains("badge-closed"));
     assert!(admin.get("/admin/audit").await.1.contains("endpoint.unlock"));

@@ -241,3 +241,103 @@ async fn one_batch_saves_the_circuits_of_several_endpoints() {
     assert_eq!((second.state, second.next_probe_at), (EndpointState::Disabled, Some(9)));
     assert_eq!((saved[0].updated_at, saved[1].updated_at), (10, 10));
 }
+
+/// Fails deliveries until the endpoint locks; returns the endpoint's id and the first message's.
+async fn lock_endpoint(app: &TestApp, key: &str, rx: &TestReceiver) -> (String, String) {
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 100});
+    app.subscribe(key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    for _ in 0..10 {
+        rx.answer(503);
+    }
+    let msg = app.publish(key, "seed", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for _ in 0..30 {
+        if endpoint(app, key).await["state"] == "locked" {
+            break;
+        }
+        app.advance_secs(1.0);
+        app.deliver_retries().await;
+    }
+    let ep = endpoint(app, key).await;
+    assert_eq!(ep["state"], "locked");
+    (ep["id"].as_str().unwrap().to_string(), msg)
+}
+
+async fn unlock(app: &TestApp, endpoint_id: &str, body: Value) -> (u16, Value) {
+    app.post(&format!("/api/v1/endpoints/{endpoint_id}/unlock"), ADMIN_TOKEN, body).await
+}
+
+#[tokio::test]
+async fn an_unlock_can_end_the_held_backlog_older_than_a_time_and_deliver_the_rest() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let (ep_id, seed) = lock_endpoint(&app, &key, &rx).await;
+    let old = app.publish(&key, "old", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    app.advance_secs(7200.0);
+    let new = app.publish(&key, "new", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    for id in [&seed, &old, &new] {
+        assert_eq!(app.message(&key, id).await["state"], "held");
+    }
+
+    for (body, field) in [
+        (json!({"backlog": "dead_older_than"}), "older_than_secs"),
+        (json!({"backlog": "later"}), "backlog"),
+        (json!({"older_than_secs": 60}), "older_than_secs"),
+        (json!({"backlog": "dead_older_than", "older_than_secs": 0}), "older_than_secs"),
+        (json!({"backlog": "dead", "other": 1}), "other"),
+    ] {
+        let (status, problem) = unlock(&app, &ep_id, body.clone()).await;
+        assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some(field)), "{body}: {problem}");
+    }
+    assert_eq!(endpoint(&app, &key).await["state"], "locked", "a refused unlock changes nothing");
+
+    let (status, unlocked) = unlock(&app, &ep_id, json!({"backlog": "dead_older_than", "older_than_secs": 3600})).await;
+    assert_eq!((status, unlocked["state"].as_str()), (200, Some("closed")), "{unlocked}");
+    for id in [&seed, &old] {
+        let m = app.message(&key, id).await;
+        assert_eq!((m["state"].as_str(), m["dead_reason"].as_str()), (Some("dead"), Some("expired")), "{m}");
+    }
+    assert_eq!(app.deliver_retries().await + app.deliver_fresh().await, 1);
+    assert_eq!(app.message(&key, &new).await["state"], "delivered");
+    let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
+    let detail = &audit["data"][0]["detail"];
+    assert_eq!(
+        (&detail["backlog"], &detail["older_than_secs"], &detail["dead_messages"], &detail["released_messages"]),
+        (&json!("dead_older_than"), &json!(3600), &json!(2), &json!(1)),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn an_unlock_can_end_the_whole_held_backlog() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let (ep_id, seed) = lock_endpoint(&app, &key, &rx).await;
+    let (status, _) = unlock(&app, &ep_id, json!({"backlog": "dead"})).await;
+    assert_eq!(status, 200);
+    assert_eq!(app.message(&key, &seed).await["dead_reason"], "expired");
+    assert_eq!(app.deliver_retries().await + app.deliver_fresh().await, 0);
+}
+
+#[tokio::test]
+async fn unlocking_a_closed_endpoint_is_a_conflict_that_writes_nothing() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"]})).await;
+    rx.answer(503);
+    app.publish(&key, "e1", "t").await;
+    app.deliver_fresh().await;
+    let before = endpoint(&app, &key).await;
+    assert_eq!((before["state"].as_str(), before["consecutive_failures"].as_u64()), (Some("closed"), Some(1)));
+
+    let (status, problem) = unlock(&app, before["id"].as_str().unwrap(), json!({})).await;
+    assert_eq!(status, 409, "{problem}");
+    assert_eq!(endpoint(&app, &key).await, before, "the counters are kept");
+    let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
+    assert!(audit["data"].as_array().unwrap().iter().all(|row| row["action"] != "endpoint.unlock"), "{audit}");
+}

@@ -26,6 +26,30 @@ mod openapi {
     }
 }
 
+/// What an admin's unlock does with the messages the lock held: deliver them
+/// (the default), end them `dead` (`expired`), or end those created more than
+/// a number of seconds ago and deliver the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Backlog {
+    #[default]
+    Deliver,
+    Dead,
+    DeadOlderThan {
+        secs: i64,
+    },
+}
+
+impl Backlog {
+    /// The choice as the API names it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Backlog::Deliver => "deliver",
+            Backlog::Dead => "dead",
+            Backlog::DeadOlderThan { .. } => "dead_older_than",
+        }
+    }
+}
+
 /// One page of a list, newest first. `next_cursor` is null on the last page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]

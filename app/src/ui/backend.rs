@@ -39,7 +39,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError>;
 
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError>;
-    async fn unlock(&self, v: &Viewer, id: &str) -> Result<Endpoint, UiError>;
+    async fn unlock(&self, v: &Viewer, id: &str, backlog: Backlog) -> Result<Endpoint, UiError>;
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError>;
     async fn create_customer(&self, v: &Viewer, name: &str) -> Result<Customer, UiError>;

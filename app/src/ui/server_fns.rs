@@ -90,9 +90,27 @@ pub async fn get_endpoints(cursor: Option<String>) -> Result<Page<Endpoint>, Ser
 }
 
 #[server]
-pub async fn unlock_endpoint(id: String) -> Result<(), ServerFnError> {
+pub async fn unlock_endpoint(
+    id: String,
+    backlog: Option<String>,
+    older_than_minutes: Option<String>,
+) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let endpoint = backend.unlock(&v, &id).await.map_err(fail)?;
+    let minutes = text(older_than_minutes);
+    let backlog = match text(backlog).as_deref() {
+        None | Some("deliver") => Backlog::Deliver,
+        Some("dead") => Backlog::Dead,
+        Some("dead_older_than") => match minutes.as_deref().map(str::parse::<i64>) {
+            Some(Ok(minutes)) if (1..=5_270_400).contains(&minutes) => Backlog::DeadOlderThan { secs: minutes * 60 },
+            _ => {
+                return Err(fail(super::UiError::Invalid(
+                    "older than: give a whole number of minutes from 1 to 5270400".into(),
+                )));
+            }
+        },
+        Some(_) => return Err(fail(super::UiError::Invalid("choose what to do with the held messages".into()))),
+    };
+    let endpoint = backend.unlock(&v, &id, backlog).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/endpoints?unlocked={}", endpoint.id));
     Ok(())
 }

@@ -13,7 +13,7 @@ use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{
     BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, ListErrors,
-    MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors, UnlockErrors,
+    MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors, UnlockBody, UnlockErrors,
 };
 use super::state::ApiState;
 use super::subscriptions::ListParams;
@@ -119,9 +119,17 @@ async fn list_endpoints(
 }
 
 #[utoipa::path(post, path = "/api/v1/endpoints/{id}/unlock", tag = "endpoints", params(("id" = String, Path, description = "The endpoint", pattern = r"^[^\x00]*$")),
+    request_body(content = UnlockBody, description = "Optional: what to do with the held messages (deliver them by default)"),
     responses((status = 200, description = "The endpoint, closed with its counters reset", body = dto::Endpoint), UnlockErrors))]
-async fn unlock(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Endpoint>> {
-    Ok(Json(endpoints::unlock(&s, &who, &id).await?))
+async fn unlock(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> ApiResult<Json<dto::Endpoint>> {
+    who.require_admin()?;
+    let backlog = endpoints::parse_backlog(&body.value)?;
+    Ok(Json(endpoints::unlock(&s, &who, &id, backlog).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/retry-policies/preview", tag = "subscriptions", request_body = PreviewBody,

@@ -151,6 +151,20 @@ described! {
         .required("state")
         .into();
 
+    /// What an unlock does with the messages the lock held: `deliver` them (the default), end them
+    /// `dead` (`dead_reason` `expired`), or `dead_older_than` ends those created more than
+    /// `older_than_secs` ago and delivers the rest.
+    UnlockBody => OneOfBuilder::new()
+        .item(closed_object().property("backlog", one_of_enum(&["deliver", "dead"], false)))
+        .item(
+            closed_object()
+                .property("backlog", one_of_enum(&["dead_older_than"], false))
+                .property("older_than_secs", integer(1, 316_224_000, false))
+                .required("backlog")
+                .required("older_than_secs"),
+        )
+        .into();
+
     /// A CloudEvent 1.0 in JSON: `specversion`, `id`, `source`, `type`, optional attributes, `data` or
     /// `data_base64` (not both), and extension attributes (names of 1 to 20 lowercase letters or digits,
     /// values string, number or boolean).
@@ -439,7 +453,7 @@ problems! {
     /// Replaying one message.
     ReplayErrors = [400, 401, 404, 409, 431, 503];
     /// Unlocking an endpoint.
-    UnlockErrors = [400, 401, 403, 404, 431, 503];
+    UnlockErrors = [400, 401, 403, 404, 409, 413, 415, 422, 431, 503];
     /// Publishing.
     PublishErrors = [400, 401, 404, 409, 413, 415, 422, 429, 431, 503];
     /// Open routes: only the request guard answers errors.

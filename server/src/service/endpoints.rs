@@ -1,8 +1,10 @@
 //! Endpoints: the circuit of each target URL, and the admin's unlock.
 
-use app::domain::dto;
+use app::domain::dto::{self, Backlog};
+use app::domain::input::Fields;
+use app::domain::states::EndpointState;
 use sea_orm::TransactionTrait;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Services;
 use super::customers::audit_row;
@@ -23,20 +25,72 @@ pub async fn list(
     Ok(dto::Page { data: rows.into_iter().map(|r| views::endpoint(r, now, window_ms)).collect(), next_cursor })
 }
 
-/// Closes the circuit, resets its counters, makes held messages due now, and
-/// records who did it.
-pub async fn unlock(services: &Services, who: &Principal, id: &str) -> Result<dto::Endpoint> {
+/// The longest `older_than_secs` an unlock takes: ten years.
+const MAX_OLDER_THAN_SECS: i64 = 10 * 366 * 86_400;
+
+/// Reads an unlock's body: `{"backlog": "deliver" | "dead" | "dead_older_than", "older_than_secs": N}`,
+/// both optional (an empty body delivers the backlog).
+pub fn parse_backlog(body: &Value) -> Result<Backlog> {
+    let mut f = Fields::new(body, "")?;
+    let choice = f.string("backlog", false, 32);
+    let older_than = f.integer("older_than_secs", 1, MAX_OLDER_THAN_SECS);
+    let backlog = match (choice.as_deref(), older_than) {
+        (None | Some("deliver"), None) => Backlog::Deliver,
+        (Some("dead"), None) => Backlog::Dead,
+        (Some("dead_older_than"), Some(secs)) => Backlog::DeadOlderThan { secs },
+        (Some("dead_older_than"), None) => {
+            if !f.errors.iter().any(|e| e.field == "older_than_secs") {
+                f.error("older_than_secs", "is required when backlog is dead_older_than");
+            }
+            Backlog::Deliver
+        }
+        (None | Some("deliver" | "dead"), Some(_)) => {
+            f.error("older_than_secs", "is only for backlog dead_older_than");
+            Backlog::Deliver
+        }
+        (Some(_), _) => {
+            f.error("backlog", "must be deliver, dead or dead_older_than");
+            Backlog::Deliver
+        }
+    };
+    f.finish()?;
+    Ok(backlog)
+}
+
+/// Closes a disabled or locked endpoint's circuit, resets its counters, does
+/// with the messages the lock held as `backlog` says, and records who did it,
+/// all in one transaction. A closed endpoint has nothing to unlock: 409, and
+/// nothing is written.
+pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Backlog) -> Result<dto::Endpoint> {
     who.require_admin()?;
-    let row = endpoints::get(&services.db, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;
     let now = services.now_ms();
+    let txn = services.db.begin().await?;
+    let row = endpoints::lock_many(&txn, vec![id.to_string()])
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(ServiceError::NotFound("endpoint"))?;
+    if row.state == EndpointState::Closed.as_str() {
+        return Err(ServiceError::Conflict("the endpoint is closed: there is nothing to unlock".into()));
+    }
     let mut circuit = circuit_of(&row);
     circuit.unlock();
-    let txn = services.db.begin().await?;
     save_circuit(&txn, id, &circuit, now).await?;
-    // Held messages, and those deferred to the next probe, are due now.
+    let ended = match backlog {
+        Backlog::Deliver => 0,
+        Backlog::Dead => messages::end_held(&txn, id, None, now).await?,
+        Backlog::DeadOlderThan { secs } => messages::end_held(&txn, id, Some(now - secs * 1000), now).await?,
+    };
+    // The rest of the held messages, and those deferred to the next probe, are due now.
     let released = messages::release_endpoint(&txn, id, row.next_probe_at.unwrap_or(now).max(now), now).await?;
     notify::send(&txn, services.pipeline.wake.origin()).await?;
-    let detail = json!({"url": row.url, "previous_state": row.state, "released_messages": released});
+    let mut detail = json!({
+        "url": row.url, "previous_state": row.state, "backlog": backlog.as_str(),
+        "released_messages": released, "dead_messages": ended,
+    });
+    if let Backlog::DeadOlderThan { secs } = backlog {
+        detail["older_than_secs"] = secs.into();
+    }
     audit::insert(&txn, audit_row(services, who, "endpoint.unlock", id, detail)).await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();

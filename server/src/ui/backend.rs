@@ -157,8 +157,8 @@ impl Backend for DashboardBackend {
         endpoints::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
     }
 
-    async fn unlock(&self, v: &Viewer, id: &str) -> Result<Endpoint, UiError> {
-        endpoints::unlock(&self.services, &principal(v), id).await.map_err(ui_error)
+    async fn unlock(&self, v: &Viewer, id: &str, backlog: Backlog) -> Result<Endpoint, UiError> {
+        endpoints::unlock(&self.services, &principal(v), id, backlog).await.map_err(ui_error)
     }
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError> {

@@ -15,7 +15,7 @@ pub fn EndpointsPage() -> impl IntoView {
     view! {
         <Frame title="Endpoints">
             {move || query.read().get("unlocked").map(|id| view! {
-                <p class="notice" role="status">{format!("The endpoint is unlocked ({id}): its circuit is closed and its held messages are due now.")}</p>
+                <p class="notice" role="status">{format!("The endpoint is unlocked ({id}): its circuit is closed, and its held messages are delivered or ended as you chose.")}</p>
             })}
             {action_error(unlock.value())}
             <Suspense fallback=|| ()>
@@ -36,6 +36,27 @@ fn rate(e: &Endpoint) -> String {
         "—".into()
     } else {
         format!("{:.0} % of {}", e.window_failures as f64 * 100.0 / e.window_attempts as f64, e.window_attempts)
+    }
+}
+
+/// Unlock, with a choice of what becomes of the messages the lock held.
+#[component]
+fn UnlockForm(action: ServerAction<UnlockEndpoint>, id: String) -> impl IntoView {
+    let choice = format!("backlog-{id}");
+    let minutes = format!("older-{id}");
+    view! {
+        <ActionForm action=action attr:class="unlock">
+            <input type="hidden" name="id" value=id.clone()/>
+            <label for=choice.clone()>"Held messages"</label>
+            <select id=choice name="backlog">
+                <option value="deliver" selected>"deliver them"</option>
+                <option value="dead">"end them dead"</option>
+                <option value="dead_older_than">"end those older than…"</option>
+            </select>
+            <label for=minutes.clone()>"minutes"</label>
+            <input id=minutes name="older_than_minutes" type="number" min="1" max="5270400" inputmode="numeric"/>
+            <button type="submit">"Unlock"</button>
+        </ActionForm>
     }
 }
 
@@ -68,10 +89,7 @@ fn table(page: Page<Endpoint>, admin: bool, unlock: ServerAction<UnlockEndpoint>
                             <td>{maybe_time(&e.next_probe_at)}</td>
                             {admin.then(|| view! {
                                 <td>{can_unlock.then(|| view! {
-                                    <ActionForm action=unlock>
-                                        <input type="hidden" name="id" value=id.clone()/>
-                                        <button type="submit">"Unlock"</button>
-                                    </ActionForm>
+                                    <UnlockForm action=unlock id=id.clone()/>
                                 })}</td>
                             })}
                         </tr>

@@ -11,7 +11,7 @@ use migrations::{FRESH_LANE, RETRY_LANE};
 
 use super::claim::{lane_due, not_leased};
 use super::log::MessageFilter;
-use super::transitions::{expire_held_in, holding, releasing, taking_back_in};
+use super::transitions::{ending_held, expire_held_in, holding, releasing, taking_back_in};
 use super::*;
 use crate::store::entities::message::{Column, Entity as Messages};
 
@@ -107,6 +107,8 @@ async fn locking_and_unlocking_an_endpoint_read_its_waiting_messages() {
     let release = plan(releasing("ep_a", 1_000, 1_000).build(DbBackend::Sqlite)).await.join("\n");
     assert!(release.contains("idx_messages_endpoint_waiting (endpoint_id=?"), "{release}");
     assert!(!release.contains("SCAN messages"), "{release}");
+    let end = plan(ending_held("ep_a", Some(1_000), 1_000).build(DbBackend::Sqlite)).await.join("\n");
+    assert!(end.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=?"), "{end}");
 }
 
 #[tokio::test]

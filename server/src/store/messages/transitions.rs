@@ -157,6 +157,36 @@ pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_or
         .filter(waiting())
 }
 
+/// Ends an endpoint's held messages `dead` (`expired`), or only those created
+/// before `created_before_ms`: an admin's unlock that gives up the backlog.
+pub async fn end_held(
+    db: &impl ConnectionTrait,
+    endpoint_id: &str,
+    created_before_ms: Option<i64>,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    Ok(ending_held(endpoint_id, created_before_ms, now_ms).exec(db).await?.rows_affected)
+}
+
+pub(super) fn ending_held(
+    endpoint_id: &str,
+    created_before_ms: Option<i64>,
+    now_ms: i64,
+) -> sea_orm::UpdateMany<Messages> {
+    let mut update = Messages::update_many()
+        .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
+        .col_expr(Column::DeadReason, Expr::val("expired"))
+        .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::State.eq(MessageState::Held.as_str()))
+        .filter(waiting());
+    if let Some(before) = created_before_ms {
+        update = update.filter(Column::CreatedAt.lt(before));
+    }
+    update
+}
+
 /// Held messages whose TTL has ended become dead, `expired`.
 pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
     let mut expired = 0;
