@@ -13,6 +13,7 @@ mod m0006_bytewise_keys;
 mod m0007_attempt_key;
 mod m0008_fewer_index_entries;
 mod m0009_processes;
+mod m0010_first_failure;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0007_attempt_key::Migration),
             Box::new(m0008_fewer_index_entries::Migration),
             Box::new(m0009_processes::Migration),
+            Box::new(m0010_first_failure::Migration),
         ]
     }
 }

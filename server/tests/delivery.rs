@@ -210,13 +210,60 @@ async fn retry_after_is_honoured_and_the_ttl_ends_a_message() {
     assert_eq!(app.deliver_retries().await, 0, "Retry-After: 3 is not cut short");
     app.advance_secs(0.1);
     assert_eq!(app.deliver_retries().await, 1);
+    // The schedule runs from the first failure (retry n at n s): retries 2 and 3, whose times
+    // passed while the receiver asked for 3 s, go at once; retry 4 waits for its time.
+    assert_eq!(app.deliver_retries().await, 1);
+    assert_eq!(app.deliver_retries().await, 1);
+    assert_eq!(app.deliver_retries().await, 0, "retry 4 is due 4 s after the first failure");
     app.advance_secs(1.0);
     assert_eq!(app.deliver_retries().await, 1);
     app.advance_secs(1.0);
     assert_eq!(app.deliver_retries().await, 1);
     let d = app.message(&key, &msg).await;
     assert_eq!((d["state"].as_str(), d["dead_reason"].as_str()), (Some("dead"), Some("expired")));
-    assert_eq!(d["attempt_count"], 4);
+    assert_eq!(d["attempt_count"], 6);
+}
+
+/// Retries are due at the first failure plus the policy's offsets, however long each attempt
+/// takes: a receiver that takes most of its timeout does not push the schedule later.
+#[tokio::test]
+async fn slow_attempts_do_not_push_the_retry_schedule_later() {
+    let app = TestApp::start().await;
+    // A receiver that takes 8 s (of the test's clock) to answer 500.
+    let clock = app.clock.clone();
+    let slow = axum::Router::new().fallback(move || {
+        let clock = clock.clone();
+        async move {
+            clock.advance_ms(8_000);
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, slow).await });
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"retry_policy": {"kind": "schedule", "delays_secs": [10, 20, 40], "max_attempts": 4}});
+    subscribe(&app, &key, url, policy.clone()).await;
+    let (_, preview) = app.post("/api/v1/retry-policies/preview", &key, policy).await;
+    let offsets: Vec<i64> = preview["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["offset_secs"].as_f64().unwrap() * 1000.0) as i64)
+        .collect();
+    assert_eq!(offsets, [0, 10_000, 30_000, 70_000]);
+
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    let first_failure = app.now_ms();
+    for offset in &offsets[1..] {
+        let due = app.message(&key, &msg).await["next_attempt_at"].as_str().map(str::to_string).unwrap();
+        let due = chrono::DateTime::parse_from_rfc3339(&due).unwrap().timestamp_millis();
+        assert_eq!(due - first_failure, *offset, "retry due at its offset from the first failure");
+        app.clock.set_ms(due);
+        assert_eq!(app.deliver_retries().await, 1);
+    }
+    assert_eq!(app.message(&key, &msg).await["dead_reason"], "attempts_exhausted");
 }
 
 #[tokio::test]

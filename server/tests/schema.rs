@@ -125,6 +125,7 @@ fn message(id: &str, customer_id: &str, event_id: &str, state: &str) -> herald::
         updated_at: 0,
         delivered_at: None,
         last_status: None,
+        first_failed_at: None,
     }
 }
 
@@ -144,8 +145,15 @@ async fn events_stored_earlier_get_their_message_ids() {
     )
     .await
     .unwrap();
-    let rows = ["msg_b", "msg_a"].map(|id| message(id, "cus_1", "evt_1", "delivered"));
-    herald::store::messages::insert_many(&db, rows.to_vec()).await.unwrap();
+    // In the columns of the schema as it then was (the model has grown since).
+    db.execute_unprepared(
+        "INSERT INTO messages (id, customer_id, event_id, subscription_id, endpoint_id, event_type, state, \
+         attempt_count, attempt_base, ttl_started_at, expires_at, created_at, updated_at) VALUES \
+         ('msg_b', 'cus_1', 'evt_1', 'sub_1', 'ep_1', 't', 'delivered', 0, 0, 0, 86400000, 0, 0), \
+         ('msg_a', 'cus_1', 'evt_1', 'sub_1', 'ep_1', 't', 'delivered', 0, 0, 0, 86400000, 0, 0)",
+    )
+    .await
+    .unwrap();
     let ids = |db| async move {
         let mut ids = Vec::new();
         for id in ["evt_1", "evt_2"] {

@@ -66,6 +66,7 @@ pub fn decide(
                 next_attempt_at: None,
                 delivered_at: Some(now_ms),
                 last_status: status,
+                first_failed_at: msg.first_failed_at,
             },
         };
     };
@@ -73,13 +74,18 @@ pub fn decide(
     let attempts_in_series = (msg.attempt_count - msg.attempt_base + 1).max(1) as u32;
     let age_ms = (now_ms - msg.ttl_started_at).max(0) as u64;
     let retry_after = retry_after_ms(received.header("retry-after"), now_ms);
-    let finish = match policy.after_failure(failure, attempts_in_series, age_ms, retry_after, jitter_unit) {
+    // The first failure of a series starts its schedule.
+    let first_failed_at = if attempts_in_series == 1 { Some(now_ms) } else { msg.first_failed_at };
+    let since_first_failure = first_failed_at.map(|at| (now_ms - at).max(0) as u64);
+    let next = policy.after_failure(failure, attempts_in_series, age_ms, since_first_failure, retry_after, jitter_unit);
+    let finish = match next {
         Next::RetryInMs(delay) => Finish {
             state: MessageState::Pending,
             dead_reason: None,
             next_attempt_at: Some(now_ms + delay as i64),
             delivered_at: None,
             last_status: status,
+            first_failed_at,
         },
         Next::Dead(reason) => Finish {
             state: MessageState::Dead,
@@ -87,6 +93,7 @@ pub fn decide(
             next_attempt_at: None,
             delivered_at: None,
             last_status: status,
+            first_failed_at,
         },
     };
     Decision { outcome, finish }

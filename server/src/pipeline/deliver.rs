@@ -155,8 +155,14 @@ impl Deliverer {
             Release::Hold => (MessageState::Held, None, msg.expires_at),
         };
         let next_held_at = (state == MessageState::Held).then_some(next_attempt_at);
-        let finish =
-            Finish { state, dead_reason, next_attempt_at: next_held_at, delivered_at: None, last_status: None };
+        let finish = Finish {
+            state,
+            dead_reason,
+            next_attempt_at: next_held_at,
+            delivered_at: None,
+            last_status: None,
+            first_failed_at: msg.first_failed_at,
+        };
         let release = || {
             let finish = finish.clone();
             async move {

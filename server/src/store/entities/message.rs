@@ -22,6 +22,8 @@ pub struct Model {
     pub updated_at: i64,
     pub delivered_at: Option<i64>,
     pub last_status: Option<i32>,
+    /// When the current series of attempts first failed (retries are due from it).
+    pub first_failed_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -52,6 +54,7 @@ impl Model {
             updated_at: 0,
             delivered_at: None,
             last_status: None,
+            first_failed_at: None,
         }
     }
 }

@@ -32,6 +32,7 @@ pub const COLUMNS: recordset::Columns = &[
     col("updated_at", Type::Int8),
     nullable("delivered_at", Type::Int8),
     nullable("last_status", Type::Int4),
+    nullable("first_failed_at", Type::Int8),
 ];
 
 /// A new message of `event` for one subscription, due now.
@@ -55,5 +56,6 @@ pub fn pending_message(event: &event::Model, subscription_id: String, endpoint_i
         updated_at: now,
         delivered_at: None,
         last_status: None,
+        first_failed_at: None,
     }
 }

@@ -19,6 +19,8 @@ pub struct Finish {
     pub next_attempt_at: Option<i64>,
     pub delivered_at: Option<i64>,
     pub last_status: Option<i32>,
+    /// When the series of attempts first failed (kept by a release without an attempt).
+    pub first_failed_at: Option<i64>,
 }
 
 /// One attempt's end for [`finish_many`]: the message, the lease it was sent under, its next state.
@@ -50,6 +52,7 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
                 f.next_attempt_at.into(),
                 f.delivered_at.into(),
                 f.last_status.into(),
+                f.first_failed_at.into(),
             ]);
             let marks: Vec<String> = (first + 1..=values.len()).map(|n| placeholder(backend, n)).collect();
             rows.push(format!("({})", marks.join(", ")));
@@ -57,7 +60,8 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
         // VALUES names its columns column1, column2, … on both SQLite and PostgreSQL.
         let sql = format!(
             "UPDATE messages SET state = v.column3, dead_reason = v.column4, next_attempt_at = v.column5, \
-             delivered_at = v.column6, last_status = v.column7, attempt_count = attempt_count + 1, \
+             delivered_at = v.column6, last_status = v.column7, first_failed_at = v.column8, \
+             attempt_count = attempt_count + 1, \
              lease_token = NULL, updated_at = {now} \
              FROM (VALUES {}) AS v \
              WHERE messages.id = v.column1 AND messages.lease_token = v.column2 AND messages.state = 'delivering' \
@@ -114,6 +118,7 @@ fn recording_arrays(ends: &[End], attempts: &[attempt::Model]) -> Vec<Value> {
         arrays.push("next_attempt_at", f.next_attempt_at.into());
         arrays.push("delivered_at", f.delivered_at.into());
         arrays.push("last_status", f.last_status.into());
+        arrays.push("first_failed_at", f.first_failed_at.into());
         arrays.push("started_at", a.started_at.into());
         arrays.push("duration_ms", a.duration_ms.into());
         arrays.push("status_code", a.status_code.into());
@@ -138,6 +143,7 @@ const RECORDING_COLUMNS: recordset::Columns = &[
     nullable("next_attempt_at", Type::Int8),
     nullable("delivered_at", Type::Int8),
     nullable("last_status", Type::Int4),
+    nullable("first_failed_at", Type::Int8),
     col("started_at", Type::Int8),
     col("duration_ms", Type::Int8),
     nullable("status_code", Type::Int4),
@@ -161,7 +167,8 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH moved AS ( \
            UPDATE messages SET state = r.state, dead_reason = r.dead_reason, next_attempt_at = r.next_attempt_at, \
-             delivered_at = r.delivered_at, last_status = r.last_status, attempt_count = attempt_count + 1, \
+             delivered_at = r.delivered_at, last_status = r.last_status, first_failed_at = r.first_failed_at, \
+             attempt_count = attempt_count + 1, \
              lease_token = NULL, updated_at = ${now} \
            FROM {} \
            WHERE messages.id = r.id AND messages.lease_token = r.lease_token \
