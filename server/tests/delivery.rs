@@ -449,3 +449,29 @@ async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
     let pending = page["data"].as_array().unwrap().iter().filter(|m| m["state"] == "pending").count();
     assert_eq!(pending, 2, "the rest waits in the database for the lane's claim");
 }
+
+/// A stored event that cannot be rendered (here its payload was damaged in the database) ends its
+/// message `dead` with an attempt that says so, at once, instead of being leased again forever;
+/// the endpoint's circuit does not count it.
+#[tokio::test]
+async fn an_event_that_cannot_be_rendered_ends_its_message_with_an_attempt_saying_so() {
+    use sea_orm::ConnectionTrait;
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    subscribe(&app, &key, rx.url.clone(), json!({"content_mode": "binary"})).await;
+    let published = app.publish(&key, "e1", "order.created").await;
+    let msg = published["message_ids"][0].as_str().unwrap().to_string();
+    app.services.db.execute_unprepared("UPDATE events SET payload = 'not json'").await.unwrap();
+
+    assert_eq!(app.deliver_fresh().await, 1);
+    let m = app.message(&key, &msg).await;
+    assert_eq!((m["state"].as_str(), m["dead_reason"].as_str()), (Some("dead"), Some("non_retryable")), "{m}");
+    let attempts = m["attempts"].as_array().unwrap();
+    assert_eq!((attempts.len(), attempts[0]["error_kind"].as_str()), (1, Some("other")), "{m}");
+    assert!(rx.seen().is_empty(), "nothing was sent");
+    let (_, endpoints) = app.get("/api/v1/endpoints", &key).await;
+    assert_eq!(endpoints["data"][0]["consecutive_failures"], 0, "the receiver is not at fault");
+    app.advance_secs(3600.0);
+    assert_eq!(app.deliver_retries().await, 0, "never leased again");
+}

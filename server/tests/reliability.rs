@@ -341,3 +341,89 @@ async fn unlocking_a_closed_endpoint_is_a_conflict_that_writes_nothing() {
     let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
     assert!(audit["data"].as_array().unwrap().iter().all(|row| row["action"] != "endpoint.unlock"), "{audit}");
 }
+
+#[tokio::test]
+async fn a_message_waiting_for_a_far_probe_ends_expired_at_its_ttl() {
+    let app = TestApp::start_with(|s| {
+        s.breaker.disable_consecutive = 1;
+        s.breaker.probe_secs = 600;
+    })
+    .await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let policy =
+        json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 100, "ttl_secs": 5});
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    rx.answer(503);
+    let published = app.now_ms();
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    assert_eq!(endpoint(&app, &key).await["state"], "disabled");
+
+    // The retry comes due and waits for the probe, ten minutes away: but only until its TTL ends.
+    app.advance_secs(1.0);
+    assert_eq!(app.deliver_retries().await, 1);
+    let waiting = app.message(&key, &msg).await;
+    let due = chrono::DateTime::parse_from_rfc3339(waiting["next_attempt_at"].as_str().unwrap()).unwrap();
+    assert_eq!((waiting["state"].as_str(), due.timestamp_millis()), (Some("pending"), published + 5_001));
+    app.clock.set_ms(published + 5_001);
+    app.deliver_retries().await;
+    let ended = app.message(&key, &msg).await;
+    assert_eq!((ended["state"].as_str(), ended["dead_reason"].as_str()), (Some("dead"), Some("expired")), "{ended}");
+    assert_eq!(ended["attempt_count"], 1, "no probe was spent on it");
+}
+
+async fn endpoint_of_url(app: &TestApp, key: &str, url: &str) -> Value {
+    let (_, page) = app.get("/api/v1/endpoints", key).await;
+    // Stored as parsed: a bare origin gains its "/".
+    let same = |e: &&Value| e["url"].as_str().map(|u| u.trim_end_matches('/')) == Some(url.trim_end_matches('/'));
+    page["data"].as_array().unwrap().iter().find(same).cloned().expect("an endpoint")
+}
+
+async fn change_url(app: &TestApp, key: &str, url: &str) {
+    let (_, subs) = app.get("/api/v1/subscriptions", key).await;
+    let id = subs["data"][0]["id"].as_str().unwrap().to_string();
+    let (status, body) = app
+        .call(reqwest::Method::PATCH, &format!("/api/v1/subscriptions/{id}"), Some(key), Some(json!({"url": url})))
+        .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn changing_the_url_moves_the_held_messages_to_the_new_endpoint() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let (_, seed) = lock_endpoint(&app, &key, &rx).await;
+    let later = app.publish(&key, "e2", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    assert_eq!(app.message(&key, &later).await["state"], "held");
+
+    let fixed = TestReceiver::start().await;
+    change_url(&app, &key, &format!("{}/new", fixed.url)).await;
+    assert_eq!(app.deliver_retries().await + app.deliver_fresh().await, 2);
+    for id in [&seed, &later] {
+        assert_eq!(app.message(&key, id).await["state"], "delivered");
+    }
+    assert_eq!(fixed.seen().len(), 2);
+    assert_eq!(endpoint_of_url(&app, &key, &rx.url).await["state"], "locked", "the old URL's circuit stays as it was");
+    assert_eq!(endpoint_of_url(&app, &key, &format!("{}/new", fixed.url)).await["window_attempts"], 2);
+}
+
+#[tokio::test]
+async fn a_replay_goes_through_the_subscriptions_current_url_and_its_circuit() {
+    let app = TestApp::start().await;
+    let (rx, moved) = (TestReceiver::start().await, TestReceiver::start().await);
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"]})).await;
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    change_url(&app, &key, &moved.url).await;
+
+    let (status, body) = app.post(&format!("/api/v1/messages/{msg}/replay"), &key, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(app.deliver_retries().await + app.deliver_fresh().await, 1);
+    assert_eq!((rx.seen().len(), moved.seen().len()), (1, 1));
+    assert_eq!(endpoint_of_url(&app, &key, &rx.url).await["window_attempts"], 1);
+    assert_eq!(endpoint_of_url(&app, &key, &moved.url).await["window_attempts"], 1, "counted by the current URL");
+}

@@ -1,7 +1,7 @@
 //! From what the receiver answered to the attempt's outcome and the message's
 //! next state, by the subscription's retry policy. No I/O.
 
-use app::domain::policy::{Failure, Next, RetryPolicy};
+use app::domain::policy::{DeadReason, Failure, Next, RetryPolicy};
 use app::domain::states::{ErrorKind, MessageState, Outcome};
 
 use super::send::http::Received;
@@ -47,6 +47,22 @@ pub fn retry_after_ms(value: Option<&str>, now_ms: i64) -> Option<u64> {
     }
     let at = chrono::DateTime::parse_from_rfc2822(value).ok()?.timestamp_millis();
     Some((at - now_ms).max(0) as u64)
+}
+
+/// An attempt whose event could not be rendered: its message ends `dead`
+/// (`non_retryable`) at once, since the stored event will not change.
+pub fn unrenderable(msg: &message::Model, now_ms: i64) -> Decision {
+    Decision {
+        outcome: Outcome::Permanent,
+        finish: Finish {
+            state: MessageState::Dead,
+            dead_reason: Some(DeadReason::NonRetryable.as_str()),
+            next_attempt_at: None,
+            delivered_at: None,
+            last_status: None,
+            first_failed_at: msg.first_failed_at.or(Some(now_ms)),
+        },
+    }
 }
 
 pub fn decide(

@@ -10,7 +10,7 @@ use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
 use tokio::sync::Semaphore;
 
 use super::Pipeline;
-use super::decide::decide;
+use super::decide::{decide, unrenderable};
 use super::handoff::Place;
 use super::job::Job;
 use super::recorder::{AttemptRecord, Recorder};
@@ -23,6 +23,9 @@ use crate::store::entities::{endpoint, message};
 use crate::store::messages::{self, Finish, Lane};
 use crate::store::subscriptions::policy_of;
 use crate::telemetry;
+
+/// The error of the attempt that ends a message whose event cannot be rendered.
+const UNRENDERABLE: &str = "the stored event could not be rendered as a request";
 
 /// Why a message goes back without an attempt.
 enum Release {
@@ -82,16 +85,26 @@ impl Deliverer {
             }
         }
         let started_at = now;
-        let Some(outgoing) = request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at) else {
-            tracing::error!(message_id = %msg.id, "the stored event is unreadable");
-            return;
-        };
-        let request_headers = headers_json(&outgoing.headers);
-        let received = match self.targets.of(&sub.url) {
-            Target::Send(url) => send(&self.client, url, outgoing).await,
-            Target::Blocked => Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address"),
-            Target::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
-        };
+        // An event that cannot be rendered never will be: its message ends with an attempt that
+        // says so, which the endpoint's circuit does not count (the receiver is not at fault).
+        let (request_headers, received, rendered) =
+            match request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at) {
+                Some(outgoing) => {
+                    let request_headers = headers_json(&outgoing.headers);
+                    let received = match self.targets.of(&sub.url) {
+                        Target::Send(url) => send(&self.client, url, outgoing).await,
+                        Target::Blocked => {
+                            Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address")
+                        }
+                        Target::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
+                    };
+                    (request_headers, received, true)
+                }
+                None => {
+                    tracing::error!(message_id = %msg.id, event_id = %event.id, "the stored event cannot be rendered");
+                    (String::from("{}"), Received::failed(ErrorKind::Other, UNRENDERABLE), false)
+                }
+            };
         let worker = place.free_slot(&self.pipeline.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
         // this attempt waits for its group commit, once it has a place among the
@@ -103,7 +116,11 @@ impl Deliverer {
         if lane_was_full {
             self.pipeline.wake.room();
         }
-        let decision = decide(&policy, msg, &received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0);
+        let decision = if rendered {
+            decide(&policy, msg, &received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0)
+        } else {
+            unrenderable(msg, self.pipeline.now_ms())
+        };
         let metrics = telemetry::hot();
         metrics.attempts(decision.outcome).increment(1);
         if decision.outcome == Outcome::Success {
@@ -112,7 +129,7 @@ impl Deliverer {
         }
         let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
         let message_id = msg.id.clone();
-        let attempt = AttemptRecord { message, started_at, request_headers, received, decision };
+        let attempt = AttemptRecord { message, started_at, request_headers, received, decision, charged: rendered };
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
                 // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.
@@ -150,7 +167,9 @@ impl Deliverer {
         let token = msg.lease_token.unwrap_or_default();
         let db = &self.pipeline.db;
         let (state, dead_reason, next_attempt_at) = match why {
-            Release::DeferUntil(until) => (MessageState::Pending, None, until),
+            // Never past the TTL: a message waiting for a probe that comes later is due just after
+            // its TTL ends, and then ends `expired` rather than waiting for the probe.
+            Release::DeferUntil(until) => (MessageState::Pending, None, until.min(msg.expires_at + 1)),
             Release::Dead(reason) => (MessageState::Dead, Some(reason.as_str()), 0),
             Release::Hold => (MessageState::Held, None, msg.expires_at),
         };

@@ -33,6 +33,8 @@ pub struct AttemptRecord {
     pub request_headers: String,
     pub received: Received,
     pub decision: Decision,
+    /// Whether the endpoint's circuit counts this attempt (not when Herald itself failed it).
+    pub charged: bool,
 }
 
 /// `None` when the lease was lost to another worker (nothing was written for
@@ -156,7 +158,7 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Opt
     let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, record) in records.iter().enumerate().filter(|(_, r)| moved.contains(&r.message.id)) {
+    for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
         by_endpoint.entry(record.message.endpoint_id.as_str()).or_default().push(i);
     }
     // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.

@@ -16,7 +16,7 @@ use crate::ids::{new_id, random_bytes};
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
-use crate::store::{customers, endpoints, messages, subscriptions};
+use crate::store::{customers, endpoints, messages, notify, subscriptions};
 
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
 /// How long the previous secret keeps signing after a rotation.
@@ -175,13 +175,15 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
     let c = parse_changes(body, false, services.settings.allow_private_targets)?;
     let mut row = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
-    if let Some(url) = c.url {
-        if url.as_str() != row.url {
-            let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &row.customer_id, &url)).await?;
-            messages::move_to_endpoint(&txn, &row.id, &endpoint.id).await?;
-            row.url = url.as_str().to_string();
-            row.endpoint_id = endpoint.id;
-        }
+    if let Some(url) = c.url
+        && url.as_str() != row.url
+    {
+        let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &row.customer_id, &url)).await?;
+        let locked = endpoint.state == EndpointState::Locked.as_str();
+        messages::move_to_endpoint(&txn, &row.id, &endpoint.id, locked, services.now_ms()).await?;
+        notify::send(&txn, services.pipeline.wake.origin()).await?;
+        row.url = url.as_str().to_string();
+        row.endpoint_id = endpoint.id;
     }
     if let Some(name) = c.name {
         row.name = name;
@@ -204,6 +206,7 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
     txn.commit().await?;
+    services.pipeline.wake.notify_one();
     with_secret(services, row)
 }
 

@@ -108,6 +108,15 @@ pub async fn replay(
             Expr::val(now_ms).add(Expr::col(Column::ExpiresAt).sub(Expr::col(Column::TtlStartedAt))),
         )
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        // Through the subscription's current URL (it may have changed since), counted by that
+        // URL's circuit; a deleted subscription's message keeps its endpoint and ends again.
+        .col_expr(
+            Column::EndpointId,
+            Expr::cust(
+                "COALESCE((SELECT subscriptions.endpoint_id FROM subscriptions \
+                 WHERE subscriptions.id = messages.subscription_id), messages.endpoint_id)",
+            ),
+        )
         .filter(filter.condition())
         .filter(Column::State.is_in(replayable));
     if let Some(ids) = ids {
@@ -227,19 +236,31 @@ pub async fn kill_for_subscription(
     Ok(result.rows_affected)
 }
 
-/// Points the open messages of a subscription at its new endpoint after a URL change.
+/// Moves a subscription's open messages to the endpoint of its new URL, as
+/// that endpoint's state has them: held while it is locked, otherwise due
+/// now (a new target starts afresh, and its circuit decides from there).
 pub async fn move_to_endpoint(
     db: &impl ConnectionTrait,
     subscription_id: &str,
     endpoint_id: &str,
-) -> Result<(), DbErr> {
-    Messages::update_many()
+    locked: bool,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let (state, next_attempt_at) = if locked {
+        (MessageState::Held, Expr::col(Column::ExpiresAt))
+    } else {
+        (MessageState::Pending, Expr::val(now_ms))
+    };
+    let moved = Messages::update_many()
         .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .col_expr(Column::State, Expr::val(state.as_str()))
+        .col_expr(Column::NextAttemptAt, next_attempt_at.into())
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::SubscriptionId.eq(subscription_id))
         .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
         .exec(db)
-        .await
-        .map(|_| ())
+        .await?;
+    Ok(moved.rows_affected)
 }
 
 /// Makes leased messages due now, unattempted: all of them (`tokens` None), or
