@@ -228,6 +228,7 @@ async fn the_openapi_document_describes_every_route() {
         "/metrics",
         "/api/v1/customers",
         "/api/v1/customers/{id}/api-keys",
+        "/api/v1/customers/{id}/api-keys/{key_id}",
         "/api/v1/users",
         "/api/v1/subscriptions",
         "/api/v1/subscriptions/{id}",
@@ -275,4 +276,38 @@ async fn a_large_batch_fanning_out_to_many_subscriptions_is_accepted_whole() {
     assert_eq!(app.publish_batch(&key, 200).await, 202, "3200 messages in one publish");
     let (_, page) = app.get("/api/v1/messages?limit=1000", &key).await;
     assert_eq!(page["data"].as_array().unwrap().len(), 1000);
+}
+
+#[tokio::test]
+async fn api_keys_are_listed_without_tokens_and_a_revoked_key_fails_at_its_next_request() {
+    let app = TestApp::start().await;
+    let (id, key) = app.customer("acme").await;
+    let (other_id, other_key) = app.customer("globex").await;
+    assert_eq!(app.get("/api/v1/subscriptions", &key).await.0, 200, "the key works, and is cached");
+
+    let keys = format!("/api/v1/customers/{id}/api-keys");
+    let (status, page) = app.get(&keys, ADMIN_TOKEN).await;
+    assert_eq!(status, 200, "{page}");
+    let listed = page["data"].as_array().unwrap();
+    assert_eq!((listed.len(), listed[0]["name"].as_str()), (1, Some("k")), "{page}");
+    assert!(listed[0].get("token").is_none() && !page.to_string().contains(&key), "never the token: {page}");
+    let key_id = listed[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(app.get(&keys, &key).await.0, 200, "a customer lists its own keys");
+    assert_eq!(app.get(&keys, &other_key).await.0, 404, "but not another's");
+
+    let delete = |path: String, token: String| {
+        let app = &app;
+        async move { app.call(reqwest::Method::DELETE, &path, Some(&token), None).await.0 }
+    };
+    let revoke = format!("{keys}/{key_id}");
+    assert_eq!(delete(revoke.clone(), other_key.clone()).await, 404);
+    assert_eq!(delete(format!("/api/v1/customers/{other_id}/api-keys/{key_id}"), ADMIN_TOKEN.into()).await, 404);
+    assert_eq!(app.get("/api/v1/subscriptions", &key).await.0, 200, "refused revocations change nothing");
+    assert_eq!(delete(revoke.clone(), ADMIN_TOKEN.into()).await, 204);
+    assert_eq!(app.get("/api/v1/subscriptions", &key).await.0, 401, "the very next request fails");
+    assert_eq!(app.get(&keys, ADMIN_TOKEN).await.1["data"], json!([]));
+    assert_eq!(delete(revoke, ADMIN_TOKEN.into()).await, 404, "revoked once");
+    let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
+    let row = &audit["data"][0];
+    assert_eq!((row["action"].as_str(), row["target"].as_str()), (Some("api_key.revoke"), Some(key_id.as_str())));
 }

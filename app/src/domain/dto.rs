@@ -77,6 +77,16 @@ pub struct ApiKeyCreated {
     pub created_at: DateTime<Utc>,
 }
 
+/// An API key as listed: never its token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ApiKey {
+    pub id: String,
+    pub customer_id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct User {

@@ -3,20 +3,23 @@
 use app::domain::dto;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
-use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, NameBody, PageQuery, UserBody};
+use super::schemas::{
+    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, NameBody, PageQuery, ReadErrors, UserBody,
+};
 use super::state::ApiState;
 use crate::service::{self, Principal, customers, page_request};
 
 pub fn router() -> Router<ApiState> {
     Router::new()
         .route("/api/v1/customers", post(create_customer).get(list_customers))
-        .route("/api/v1/customers/{id}/api-keys", post(create_api_key))
+        .route("/api/v1/customers/{id}/api-keys", post(create_api_key).get(list_api_keys))
+        .route("/api/v1/customers/{id}/api-keys/{key_id}", delete(revoke_api_key))
         .route("/api/v1/users", post(create_user))
         .route("/api/v1/audit-log", get(audit_log))
 }
@@ -70,6 +73,33 @@ async fn create_api_key(
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::ApiKeyCreated>)> {
     Ok((StatusCode::CREATED, Json(customers::create_api_key(&s, &who, &id, &body.value).await?)))
+}
+
+#[utoipa::path(get, path = "/api/v1/customers/{id}/api-keys", tag = "admin",
+    params(("id" = String, Path, description = "The customer", pattern = r"^[^\x00]*$")),
+    responses((status = 200, description = "The customer's keys, newest first, without their tokens (the admin, or the customer's own key)",
+        body = dto::Page<dto::ApiKey>), ReadErrors))]
+async fn list_api_keys(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<String>,
+) -> ApiResult<Json<dto::Page<dto::ApiKey>>> {
+    Ok(Json(dto::Page { data: customers::list_api_keys(&s, &who, &id).await?, next_cursor: None }))
+}
+
+#[utoipa::path(delete, path = "/api/v1/customers/{id}/api-keys/{key_id}", tag = "admin",
+    params(("id" = String, Path, description = "The customer", pattern = r"^[^\x00]*$"),
+        ("key_id" = String, Path, description = "The key", pattern = r"^[^\x00]*$")),
+    responses((status = 204, description = "Revoked: the key answers 401 from its next request (within a second on every process)"),
+        ReadErrors))]
+async fn revoke_api_key(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path((id, key_id)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    let token_hash = customers::revoke_api_key(&s, &who, &id, &key_id).await?;
+    s.keys().forget(&token_hash);
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[utoipa::path(post, path = "/api/v1/users", request_body = UserBody, tag = "admin",

@@ -57,14 +57,15 @@ impl Modify for BearerAuth {
     info(title = "Herald", description = "Event delivery to webhooks: at least once, signed, with retries, circuit breakers and replay."),
     paths(
         system::healthz, system::metrics, system::openapi,
-        admin::create_customer, admin::list_customers, admin::create_api_key, admin::create_user, admin::audit_log,
+        admin::create_customer, admin::list_customers, admin::create_api_key, admin::list_api_keys,
+        admin::revoke_api_key, admin::create_user, admin::audit_log,
         subscriptions::create, subscriptions::list, subscriptions::read, subscriptions::update, subscriptions::remove,
         subscriptions::rotate_secret,
         delivery::publish, delivery::list_messages, delivery::message_detail, delivery::replay_one, delivery::replay_bulk,
         delivery::list_endpoints, delivery::unlock, delivery::preview,
     ),
     components(schemas(
-        problem::Problem, app::domain::errors::FieldError, dto::Customer, dto::ApiKeyCreated, dto::User, dto::Subscription, dto::PublishResult,
+        problem::Problem, app::domain::errors::FieldError, dto::Customer, dto::ApiKeyCreated, dto::ApiKey, dto::User, dto::Subscription, dto::PublishResult,
         dto::PublishedEvent, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
         dto::PreviewAttempt, dto::AuditEntry, dto::ReplayResult, states::MessageState, states::Outcome,
         states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,

@@ -5,6 +5,7 @@ use app::domain::input::Fields;
 use app::domain::states::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
+use sea_orm::TransactionTrait;
 use serde_json::Value;
 
 use super::Services;
@@ -119,6 +120,36 @@ pub fn hash_password(password: &str) -> String {
 /// On an empty database, creates `admin` with the configured password, or a
 /// random one printed once.
 /// The customer an API key acts for, found by its token's hash; `None` when no key has it.
+/// A customer's API keys, without their tokens: for the admin, or the customer's own key.
+pub async fn list_api_keys(services: &Services, who: &Principal, customer_id: &str) -> Result<Vec<dto::ApiKey>> {
+    own_customer(services, who, customer_id).await?;
+    let keys = store::api_keys::of_customer(&services.db, customer_id).await?;
+    Ok(keys.into_iter().map(views::api_key).collect())
+}
+
+/// Revokes one of a customer's keys, with an audit row, in one transaction.
+/// Returns the key's token hash, so that the caller can forget it at once.
+pub async fn revoke_api_key(services: &Services, who: &Principal, customer_id: &str, key_id: &str) -> Result<String> {
+    own_customer(services, who, customer_id).await?;
+    let txn = services.db.begin().await?;
+    let key = store::api_keys::remove(&txn, customer_id, key_id).await?.ok_or(ServiceError::NotFound("API key"))?;
+    let detail = serde_json::json!({"customer_id": customer_id, "name": key.name});
+    audit_store::insert(&txn, audit_row(services, who, "api_key.revoke", key_id, detail)).await?;
+    txn.commit().await?;
+    Ok(key.token_hash)
+}
+
+/// The admin may act for any existing customer, a customer's key only for its own.
+async fn own_customer(services: &Services, who: &Principal, customer_id: &str) -> Result<()> {
+    if let Principal::Customer { customer_id: own, .. } = who
+        && own != customer_id
+    {
+        return Err(ServiceError::NotFound("customer"));
+    }
+    customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
+    Ok(())
+}
+
 pub async fn key_owner(services: &Services, token_hash: &str) -> Result<Option<Principal>> {
     let key = store::api_keys::find_by_hash(&services.db, token_hash).await?;
     Ok(key.map(|key| Principal::Customer { customer_id: key.customer_id, actor: key.id }))

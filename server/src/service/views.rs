@@ -6,7 +6,7 @@ use app::domain::states::{ContentMode, EndpointState, ErrorKind, MessageState, O
 use serde_json::Value;
 
 use crate::clock::to_utc;
-use crate::store::entities::{attempt, audit, customer, endpoint, message, subscription};
+use crate::store::entities::{api_key, attempt, audit, customer, endpoint, message, subscription};
 
 fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
@@ -82,6 +82,10 @@ pub fn endpoint(row: endpoint::Model, now_ms: i64, window_ms: i64) -> dto::Endpo
         last_failure_at: row.last_failure_at.map(to_utc),
         next_probe_at: row.next_probe_at.map(to_utc),
     }
+}
+
+pub fn api_key(row: api_key::Model) -> dto::ApiKey {
+    dto::ApiKey { id: row.id, customer_id: row.customer_id, name: row.name, created_at: to_utc(row.created_at) }
 }
 
 pub fn audit(row: audit::Model) -> dto::AuditEntry {
