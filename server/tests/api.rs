@@ -23,7 +23,8 @@ async fn tokens_decide_who_may_do_what() {
     assert_eq!(app.get("/api/v1/subscriptions", "").await.0, 401);
     let (status, problem) = app.post("/api/v1/customers", &key_a, json!({"name": "x"})).await;
     assert_eq!((status, problem["status"].as_u64()), (403, Some(403)));
-    assert_eq!(app.get("/api/v1/audit-log", &key_a).await.0, 403);
+    assert_eq!(app.get("/api/v1/users", &key_a).await.0, 405, "no route lists users");
+    assert_eq!(app.post("/api/v1/users", &key_a, json!({})).await.0, 403);
     assert_eq!(app.get("/api/v1/customers", ADMIN_TOKEN).await.0, 200);
     assert_eq!(app.get("/healthz", "").await.0, 200);
 }
@@ -310,4 +311,63 @@ async fn api_keys_are_listed_without_tokens_and_a_revoked_key_fails_at_its_next_
     let (_, audit) = app.get("/api/v1/audit-log", ADMIN_TOKEN).await;
     let row = &audit["data"][0];
     assert_eq!((row["action"].as_str(), row["target"].as_str()), (Some("api_key.revoke"), Some(key_id.as_str())));
+}
+
+#[tokio::test]
+async fn every_change_writes_one_audit_row_and_a_customer_reads_its_own() {
+    let app = TestApp::start().await;
+    let rx = common::TestReceiver::start().await;
+    let (acme, key) = app.customer("acme").await;
+    let (globex, globex_key) = app.customer("globex").await;
+    let user = json!({"username": "alice", "password": "password-123", "role": "customer", "customer_id": acme});
+    assert_eq!(app.post("/api/v1/users", ADMIN_TOKEN, user).await.0, 201);
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 1});
+    let sub =
+        app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    let sub_id = sub["id"].as_str().unwrap().to_string();
+    let path = format!("/api/v1/subscriptions/{sub_id}");
+    assert_eq!(app.call(Method::PATCH, &path, Some(&key), Some(json!({"name": "renamed"}))).await.0, 200);
+    let (_, rotated) = app.post(&format!("{path}/rotate-secret"), &key, json!({})).await;
+    rx.answer(500);
+    rx.answer(500);
+    let msg = app.publish(&key, "e1", "t").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    assert_eq!(app.post(&format!("/api/v1/messages/{msg}/replay"), &key, json!({})).await.0, 200);
+    app.deliver_fresh().await;
+    app.deliver_retries().await;
+    assert_eq!(app.post("/api/v1/messages/replay", &key, json!({"state": "dead"})).await.1["replayed"], 1);
+    assert_eq!(app.call(Method::DELETE, &path, Some(&key), None).await.0, 204);
+
+    let actions = |page: &Value| -> Vec<String> {
+        page["data"].as_array().unwrap().iter().map(|row| row["action"].as_str().unwrap().to_string()).collect()
+    };
+    let expected = [
+        "subscription.delete",
+        "messages.replay",
+        "message.replay",
+        "subscription.rotate_secret",
+        "subscription.update",
+        "subscription.create",
+        "user.create",
+        "api_key.create",
+        "customer.create",
+    ];
+    let (status, admin_view) = app.get(&format!("/api/v1/audit-log?customer_id={acme}"), ADMIN_TOKEN).await;
+    assert_eq!((status, actions(&admin_view)), (200, expected.map(String::from).to_vec()), "{admin_view}");
+    let (_, own) = app.get("/api/v1/audit-log", &key).await;
+    assert_eq!(actions(&own), actions(&admin_view), "a customer's key reads its own rows");
+    let (_, not_theirs) = app.get(&format!("/api/v1/audit-log?customer_id={globex}"), &key).await;
+    assert_eq!(actions(&not_theirs), actions(&admin_view), "and only its own");
+    assert_eq!(actions(&app.get("/api/v1/audit-log", &globex_key).await.1), ["api_key.create", "customer.create"]);
+    assert!(!own.to_string().contains(rotated["secret"].as_str().unwrap()), "never a secret");
+    assert!(own["data"].as_array().unwrap().iter().all(|row| row["actor"] != "system"));
+
+    let (_, updates) = app.get("/api/v1/audit-log?action=subscription.update", &key).await;
+    assert_eq!((actions(&updates).len(), &updates["data"][0]["detail"]["name"]), (1, &json!("renamed")));
+    let (_, about) = app.get(&format!("/api/v1/audit-log?object_id={sub_id}"), &key).await;
+    assert_eq!(actions(&about).len(), 4, "{about}");
+    assert_eq!(actions(&app.get("/api/v1/audit-log?since=2999-01-01T00:00:00Z", &key).await.1).len(), 0);
+    assert_eq!(actions(&app.get("/api/v1/audit-log?until=2000-01-01T00:00:00Z", &key).await.1).len(), 0);
+    let (status, problem) = app.get("/api/v1/audit-log?since=yesterday", &key).await;
+    assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some("since")), "{problem}");
 }

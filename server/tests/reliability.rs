@@ -119,6 +119,13 @@ async fn the_breaker_disables_probes_locks_and_the_admin_unlocks() {
     let entry = &audit["data"][0];
     assert_eq!((entry["action"].as_str(), entry["target"].as_str()), (Some("endpoint.unlock"), Some(ep_id)));
     assert_eq!(entry["detail"]["released_messages"], 2);
+    // Herald's own circuit changes are in the log too, by the actor `system`.
+    let system: Vec<(&str, &str)> = audit["data"].as_array().unwrap()[1..3]
+        .iter()
+        .map(|row| (row["actor"].as_str().unwrap(), row["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(system, [("system", "endpoint.lock"), ("system", "endpoint.disable")], "{audit}");
+    assert_eq!(audit["data"][1]["detail"]["consecutive_failures"], 10);
 }
 
 #[tokio::test]

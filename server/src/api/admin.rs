@@ -10,10 +10,11 @@ use serde::Deserialize;
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::schemas::{
-    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, NameBody, PageQuery, ReadErrors, UserBody,
+    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, NameBody, PageQuery,
+    ReadErrors, UserBody,
 };
 use super::state::ApiState;
-use crate::service::{self, Principal, customers, page_request};
+use crate::service::{self, Principal, audit, customers, page_request};
 
 pub fn router() -> Router<ApiState> {
     Router::new()
@@ -112,12 +113,32 @@ async fn create_user(
     Ok((StatusCode::CREATED, Json(customers::create_user(&s, &who, &body.value).await?)))
 }
 
-#[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(PageQuery),
-    responses((status = 200, description = "Admin actions, newest first", body = dto::Page<dto::AuditEntry>), AdminListErrors))]
+#[derive(Deserialize, Default)]
+pub struct AuditParams {
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+    pub customer_id: Option<String>,
+    pub action: Option<String>,
+    pub object_id: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(AuditQuery),
+    responses((status = 200, description = "Changes, newest first: every row for the admin, a customer's own rows for its key",
+        body = dto::Page<dto::AuditEntry>), ListErrors))]
 async fn audit_log(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<PageParams>,
+    Params(p): Params<AuditParams>,
 ) -> ApiResult<Json<dto::Page<dto::AuditEntry>>> {
-    Ok(Json(customers::audit_log(&s, &who, p.page()?).await?))
+    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
+    let q = audit::AuditQuery {
+        customer_id: p.customer_id,
+        action: p.action,
+        object_id: p.object_id,
+        since: p.since,
+        until: p.until,
+    };
+    Ok(Json(audit::list(&s, &who, &q, page).await?))
 }

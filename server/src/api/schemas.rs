@@ -383,6 +383,23 @@ impl IntoParams for MessageQuery {
     }
 }
 
+/// The audit log's filters, `limit`, `cursor` and the admin's `customer_id`.
+pub struct AuditQuery;
+
+impl IntoParams for AuditQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let mut params = page_params();
+        params.extend([
+            query("action", id_filter(), "Only this action, e.g. `subscription.update` or `endpoint.lock`"),
+            query("object_id", id_filter(), "Only rows about this object (a subscription, endpoint, key… id)"),
+            query("since", or_empty(date_time(false, "RFC 3339")), "At or after this RFC 3339 time"),
+            query("until", or_empty(date_time(false, "RFC 3339")), "Before this RFC 3339 time"),
+            customer_param(),
+        ]);
+        params
+    }
+}
+
 // -------------------------------------------------------------------------------------------------
 // Error responses: RFC 9457 problem+json
 

@@ -11,6 +11,7 @@ use foldhash::HashSet;
 use app::domain::breaker::{Circuit, Transition};
 use app::domain::states::{EndpointState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
+use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Pipeline;
@@ -18,9 +19,9 @@ use super::decide::Decision;
 use super::send::http::{Received, headers_json};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
-use crate::store::messages;
 use crate::store::messages::End;
 use crate::store::writers::Writers;
+use crate::store::{audit, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -201,20 +202,34 @@ async fn count_attempts(
     let mut transitions = Vec::with_capacity(outcomes.len());
     for &success in outcomes {
         let transition = circuit.record(success, now, &breaker);
-        match (transition.from, transition.to) {
+        let action = match (transition.from, transition.to) {
             (from, EndpointState::Locked) if from != EndpointState::Locked => {
                 let held = messages::hold_endpoint(txn, endpoint_id, now).await?;
                 tracing::warn!(endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
+                Some("endpoint.lock")
             }
             (EndpointState::Disabled, EndpointState::Closed) => {
                 // Messages deferred to a probe are due at most one probe interval ahead.
                 messages::release_endpoint(txn, endpoint_id, now + breaker.probe_ms, now).await?;
                 tracing::info!(endpoint_id, "probe succeeded; endpoint closed");
+                Some("endpoint.close")
             }
             (EndpointState::Closed, EndpointState::Disabled) => {
                 tracing::warn!(endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
+                Some("endpoint.disable")
             }
-            _ => {}
+            _ => None,
+        };
+        // Herald's own change of a circuit is audited like an admin's, in the same transaction.
+        if let Some(action) = action {
+            let (window_attempts, window_failures) = circuit.window.totals(now, breaker.window_ms);
+            let detail = json!({
+                "url": endpoint.url, "state": circuit.state.as_str(), "consecutive_failures": circuit.consecutive_failures,
+                "window_attempts": window_attempts, "window_failures": window_failures,
+            });
+            let row =
+                audit::row(now, audit::SYSTEM, action, endpoint_id, Some(&endpoint.customer_id), detail.to_string());
+            audit::insert(txn, row).await?;
         }
         transitions.push(transition);
     }

@@ -6,14 +6,14 @@ use app::domain::states::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
 use sea_orm::TransactionTrait;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Services;
-use super::{Principal, Result, ServiceError, views};
+use super::{Principal, Result, ServiceError, audit, views};
 use crate::ids::{new_api_token, new_id, token_hash};
-use crate::store::entities::{api_key, audit, customer, user};
+use crate::store::entities::{api_key, customer, user};
 use crate::store::page::{self, PageRequest};
-use crate::store::{self, audit as audit_store, customers, is_unique_violation, users};
+use crate::store::{self, customers, is_unique_violation, users};
 
 pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Customer> {
     who.require_admin()?;
@@ -21,7 +21,10 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
     let name = f.string("name", true, 200);
     f.finish()?;
     let row = customer::Model { id: new_id("cus"), name: name.unwrap_or_default(), created_at: services.now_ms() };
-    customers::insert(&services.db, row.clone()).await?;
+    let txn = services.db.begin().await?;
+    customers::insert(&txn, row.clone()).await?;
+    audit::record(&txn, services, who, "customer.create", &row.id, Some(&row.id), json!({"name": row.name})).await?;
+    txn.commit().await?;
     Ok(views::customer(row))
 }
 
@@ -52,7 +55,10 @@ pub async fn create_api_key(
         created_at: services.now_ms(),
         last_used_at: None,
     };
-    store::api_keys::insert(&services.db, row.clone()).await?;
+    let txn = services.db.begin().await?;
+    store::api_keys::insert(&txn, row.clone()).await?;
+    audit::record(&txn, services, who, "api_key.create", &row.id, Some(customer_id), json!({"name": row.name})).await?;
+    txn.commit().await?;
     Ok(dto::ApiKeyCreated {
         id: row.id,
         customer_id: row.customer_id,
@@ -99,10 +105,14 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
         customer_id,
         created_at: services.now_ms(),
     };
-    match users::insert(&services.db, row.clone()).await {
+    let txn = services.db.begin().await?;
+    match users::insert(&txn, row.clone()).await {
         Err(e) if is_unique_violation(&e) => return Err(ServiceError::field("username", "is taken")),
         other => other?,
     }
+    let detail = json!({"username": row.username, "role": row.role});
+    audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_deref(), detail).await?;
+    txn.commit().await?;
     Ok(dto::User {
         id: row.id,
         username: row.username,
@@ -133,8 +143,8 @@ pub async fn revoke_api_key(services: &Services, who: &Principal, customer_id: &
     own_customer(services, who, customer_id).await?;
     let txn = services.db.begin().await?;
     let key = store::api_keys::remove(&txn, customer_id, key_id).await?.ok_or(ServiceError::NotFound("API key"))?;
-    let detail = serde_json::json!({"customer_id": customer_id, "name": key.name});
-    audit_store::insert(&txn, audit_row(services, who, "api_key.revoke", key_id, detail)).await?;
+    let detail = json!({"name": key.name});
+    audit::record(&txn, services, who, "api_key.revoke", key_id, Some(customer_id), detail).await?;
     txn.commit().await?;
     Ok(key.token_hash)
 }
@@ -178,24 +188,5 @@ pub async fn ensure_admin_user(services: &Services) -> Result<()> {
     match users::insert(&services.db, row).await {
         Err(e) if is_unique_violation(&e) => Ok(()),
         other => Ok(other?),
-    }
-}
-
-pub async fn audit_log(services: &Services, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::AuditEntry>> {
-    who.require_admin()?;
-    let rows = audit_store::list(&services.db, &page).await?;
-    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(views::audit).collect(), next_cursor })
-}
-
-/// One audit row for an admin action.
-pub fn audit_row(services: &Services, who: &Principal, action: &str, target: &str, detail: Value) -> audit::Model {
-    audit::Model {
-        id: new_id("aud"),
-        at: services.now_ms(),
-        actor: who.actor().to_string(),
-        action: action.to_string(),
-        target: target.to_string(),
-        detail: detail.to_string(),
     }
 }

@@ -7,11 +7,10 @@ use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
 use super::Services;
-use super::customers::audit_row;
-use super::{Principal, Result, ServiceError, views};
+use super::{Principal, Result, ServiceError, audit, views};
 use crate::store::endpoints::{circuit_of, save_circuit};
 use crate::store::page::{self, PageRequest};
-use crate::store::{audit, endpoints, messages, notify};
+use crate::store::{endpoints, messages, notify};
 
 pub async fn list(
     services: &Services,
@@ -91,7 +90,7 @@ pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Bac
     if let Backlog::DeadOlderThan { secs } = backlog {
         detail["older_than_secs"] = secs.into();
     }
-    audit::insert(&txn, audit_row(services, who, "endpoint.unlock", id, detail)).await?;
+    audit::record(&txn, services, who, "endpoint.unlock", id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();
     let row = endpoints::get(&services.db, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;

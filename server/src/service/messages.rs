@@ -5,16 +5,16 @@ use app::domain::input::Fields;
 use app::domain::states::MessageState;
 use chrono::DateTime;
 use sea_orm::TransactionTrait;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Services;
-use super::{Principal, Result, ServiceError, views};
+use super::{Principal, Result, ServiceError, audit, views};
 use crate::store::messages::MessageFilter;
 use crate::store::page::{self, PageRequest};
 use crate::store::{attempts, events, messages, notify};
 
 /// The list's query parameters, as received.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 pub struct ListQuery {
     pub customer_id: Option<String>,
     pub subscription_id: Option<String>,
@@ -24,7 +24,7 @@ pub struct ListQuery {
     pub until: Option<String>,
 }
 
-fn parse_time(field: &str, value: Option<&str>) -> Result<Option<i64>> {
+pub(super) fn parse_time(field: &str, value: Option<&str>) -> Result<Option<i64>> {
     match value.filter(|v| !v.is_empty()) {
         None => Ok(None),
         Some(text) => DateTime::parse_from_rfc3339(text)
@@ -83,7 +83,8 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Resul
         .filter(|m| who.sees(&m.customer_id))
         .ok_or(ServiceError::NotFound("message"))?;
     let only_this = MessageFilter { customer_id: Some(row.customer_id.clone()), ..MessageFilter::default() };
-    if replay(services, &only_this, Some(vec![row.id.clone()])).await? == 0 {
+    let change = Change { who, action: "message.replay", target: &row.id, detail: json!({"event_id": row.event_id}) };
+    if replay(services, &only_this, Some(vec![row.id.clone()]), change).await? == 0 {
         return Err(ServiceError::Conflict(format!(
             "a {} message cannot be replayed; only dead or delivered ones",
             row.state
@@ -110,18 +111,41 @@ pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> 
     }
     f.finish()?;
     let filter = filter(who, &q)?;
-    let replayed = replay(services, &filter, None).await?;
+    let mut detail = serde_json::to_value(&q).unwrap_or_default();
+    if let Some(fields) = detail.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    let change = Change { who, action: "messages.replay", target: "messages", detail };
+    let replayed = replay(services, &filter, None, change).await?;
     if replayed > 0 {
         services.pipeline.wake.notify_one();
     }
     Ok(dto::ReplayResult { replayed })
 }
 
-/// Replays in one transaction that also wakes other instances at commit.
-async fn replay(services: &Services, filter: &MessageFilter, ids: Option<Vec<String>>) -> Result<u64> {
+/// A replay as its audit row tells it.
+struct Change<'a> {
+    who: &'a Principal,
+    action: &'static str,
+    target: &'a str,
+    detail: Value,
+}
+
+/// Replays in one transaction that also writes the audit row (when anything
+/// was replayed) and wakes other instances at commit.
+async fn replay(
+    services: &Services,
+    filter: &MessageFilter,
+    ids: Option<Vec<String>>,
+    change: Change<'_>,
+) -> Result<u64> {
     let txn = services.db.begin().await?;
     let replayed = messages::replay(&txn, filter, ids, services.now_ms()).await?;
     if replayed > 0 {
+        let mut detail = change.detail;
+        detail["replayed"] = replayed.into();
+        let customer_id = filter.customer_id.as_deref();
+        audit::record(&txn, services, change.who, change.action, change.target, customer_id, detail).await?;
         notify::send(&txn, services.pipeline.wake.origin()).await?;
     }
     txn.commit().await?;

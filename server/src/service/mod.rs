@@ -2,6 +2,7 @@
 //! calls (in one transaction where it writes several rows). No HTTP here: the
 //! REST API and the dashboard both call these functions with [`Services`].
 
+pub mod audit;
 pub mod customers;
 pub mod endpoints;
 pub mod events;

@@ -8,10 +8,10 @@ use app::domain::signing::secret_from_bytes;
 use app::domain::states::{ContentMode, EndpointState, SubscriptionStatus};
 use app::domain::target::TargetUrl;
 use sea_orm::TransactionTrait;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Services;
-use super::{Principal, Result, ServiceError, views};
+use super::{Principal, Result, ServiceError, audit, views};
 use crate::ids::{new_id, random_bytes};
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
@@ -138,6 +138,8 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
         updated_at: now,
     };
     subscriptions::insert(&txn, row.clone()).await?;
+    let detail = json!({"name": row.name, "url": row.url, "event_types": json_value(&row.event_types)});
+    audit::record(&txn, services, who, "subscription.create", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     Ok(views::subscription(row, Some(secret)))
 }
@@ -205,6 +207,11 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
     }
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
+    // The fields the request named, with their new values (the URL's, not a secret).
+    let changed: serde_json::Map<String, Value> =
+        body.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    audit::record(&txn, services, who, "subscription.update", &row.id, Some(&row.customer_id), Value::Object(changed))
+        .await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();
     with_secret(services, row)
@@ -215,8 +222,10 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
 pub async fn delete(services: &Services, who: &Principal, id: &str) -> Result<()> {
     let row = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
-    messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
+    let ended = messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
     subscriptions::delete(&txn, &row.id).await?;
+    let detail = json!({"name": row.name, "url": row.url, "dead_messages": ended});
+    audit::record(&txn, services, who, "subscription.delete", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -229,7 +238,12 @@ pub async fn rotate_secret(services: &Services, who: &Principal, id: &str) -> Re
     row.previous_secret = Some(std::mem::replace(&mut row.secret, services.sealer.seal(&secret, &row.id)));
     row.previous_secret_expires_at = Some(now + ROTATION_OVERLAP_MS);
     row.updated_at = now;
-    subscriptions::update(&services.db, row.clone()).await?;
+    let txn = services.db.begin().await?;
+    subscriptions::update(&txn, row.clone()).await?;
+    let detail =
+        json!({"name": row.name, "previous_secret_valid_until": crate::clock::to_utc(now + ROTATION_OVERLAP_MS)});
+    audit::record(&txn, services, who, "subscription.rotate_secret", &row.id, Some(&row.customer_id), detail).await?;
+    txn.commit().await?;
     Ok(views::subscription(row, Some(secret)))
 }
 
@@ -244,4 +258,9 @@ pub async fn seal_plaintext_secrets(services: &Services) -> Result<()> {
         subscriptions::update(&services.db, row).await?;
     }
     Ok(())
+}
+
+/// Stored JSON text as a value (for an audit row).
+fn json_value(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
 }

@@ -1,21 +1,84 @@
-//! The audit log's rows.
+//! The audit log's rows: one per change, written in the change's transaction.
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,
 };
 
-use super::entities::audit::{self, Entity as Audit};
+use super::entities::audit::{self, Column, Entity as Audit};
 use super::page::PageRequest;
+use crate::ids::new_id;
+
+/// The actor of the changes Herald makes by itself (an endpoint's circuit opening, say).
+pub const SYSTEM: &str = "system";
+
+/// A row, `detail` being JSON text (never a secret).
+pub fn row(
+    at: i64,
+    actor: &str,
+    action: &str,
+    target: &str,
+    customer_id: Option<&str>,
+    detail: String,
+) -> audit::Model {
+    audit::Model {
+        id: new_id("aud"),
+        at,
+        actor: actor.to_string(),
+        action: action.to_string(),
+        target: target.to_string(),
+        detail,
+        customer_id: customer_id.map(str::to_string),
+    }
+}
 
 pub async fn insert(db: &impl ConnectionTrait, row: audit::Model) -> Result<(), DbErr> {
     Audit::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
 }
 
-pub async fn list(db: &impl ConnectionTrait, page: &PageRequest) -> Result<Vec<audit::Model>, DbErr> {
-    let mut query = Audit::find().order_by_desc(audit::Column::Id).limit(page.limit + 1);
+pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<audit::Model>) -> Result<(), DbErr> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    Audit::insert_many(rows.into_iter().map(|r| r.into_active_model().reset_all())).exec_without_returning(db).await?;
+    Ok(())
+}
+
+/// What a read of the log keeps; every part is optional.
+#[derive(Debug, Default)]
+pub struct AuditFilter {
+    pub customer_id: Option<String>,
+    pub action: Option<String>,
+    pub target: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+}
+
+/// Newest first. The log holds changes, not deliveries, so it stays small; a
+/// customer's rows are read by their own index.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    filter: &AuditFilter,
+    page: &PageRequest,
+) -> Result<Vec<audit::Model>, DbErr> {
+    let mut query = Audit::find().order_by_desc(Column::Id).limit(page.limit + 1);
     if let Some(before) = &page.before {
-        query = query.filter(audit::Column::Id.lt(before.clone()));
+        query = query.filter(Column::Id.lt(before.clone()));
+    }
+    if let Some(customer_id) = &filter.customer_id {
+        query = query.filter(Column::CustomerId.eq(customer_id.clone()));
+    }
+    if let Some(action) = &filter.action {
+        query = query.filter(Column::Action.eq(action.clone()));
+    }
+    if let Some(target) = &filter.target {
+        query = query.filter(Column::Target.eq(target.clone()));
+    }
+    if let Some(since) = filter.since_ms {
+        query = query.filter(Column::At.gte(since));
+    }
+    if let Some(until) = filter.until_ms {
+        query = query.filter(Column::At.lt(until));
     }
     query.all(db).await
 }

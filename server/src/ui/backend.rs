@@ -15,7 +15,7 @@ use tower_sessions::Session;
 
 use crate::service::messages::ListQuery;
 use crate::service::{
-    self, Principal, ServiceError, Services, customers, endpoints, events, messages, subscriptions, users,
+    self, Principal, ServiceError, Services, audit, customers, endpoints, events, messages, subscriptions, users,
 };
 
 const USER_KEY: &str = "user_id";
@@ -194,6 +194,8 @@ impl Backend for DashboardBackend {
     }
 
     async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError> {
-        customers::audit_log(&self.services, &principal(v), page(cursor)?).await.map_err(ui_error)
+        let who = principal(v);
+        who.require_admin().map_err(ui_error)?;
+        audit::list(&self.services, &who, &audit::AuditQuery::default(), page(cursor)?).await.map_err(ui_error)
     }
 }

@@ -10,6 +10,8 @@ pub struct Model {
     pub action: String,
     pub target: String,
     pub detail: String,
+    /// The customer the change concerns, if one does.
+    pub customer_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

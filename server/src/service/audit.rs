@@ -1,0 +1,57 @@
+//! The audit trail: every change made through the API or the dashboard writes
+//! one row in the change's own transaction (who, what, on which object, for
+//! which customer, and a small JSON of the change, never a secret). Herald's
+//! own circuit changes are written by the pipeline with the actor `system`.
+
+use app::domain::dto;
+use sea_orm::{ConnectionTrait, DbErr};
+use serde_json::Value;
+
+use super::messages::parse_time;
+use super::{Principal, Result, Services, views};
+use crate::store::audit::{self, AuditFilter};
+use crate::store::page::{self, PageRequest};
+
+/// Writes the row of a change, inside the change's transaction `db`.
+pub async fn record(
+    db: &impl ConnectionTrait,
+    services: &Services,
+    who: &Principal,
+    action: &str,
+    target: &str,
+    customer_id: Option<&str>,
+    detail: Value,
+) -> std::result::Result<(), DbErr> {
+    let row = audit::row(services.now_ms(), who.actor(), action, target, customer_id, detail.to_string());
+    audit::insert(db, row).await
+}
+
+/// A read of the log: by action, object and time; the admin reads every row
+/// (or one customer's), a customer's key only its own.
+#[derive(Debug, Default)]
+pub struct AuditQuery {
+    pub customer_id: Option<String>,
+    pub action: Option<String>,
+    pub object_id: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+pub async fn list(
+    services: &Services,
+    who: &Principal,
+    q: &AuditQuery,
+    page: PageRequest,
+) -> Result<dto::Page<dto::AuditEntry>> {
+    let present = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    let filter = AuditFilter {
+        customer_id: who.customer_filter(present(&q.customer_id).as_deref()),
+        action: present(&q.action),
+        target: present(&q.object_id),
+        since_ms: parse_time("since", q.since.as_deref())?,
+        until_ms: parse_time("until", q.until.as_deref())?,
+    };
+    let rows = audit::list(&services.db, &filter, &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.into_iter().map(views::audit).collect(), next_cursor })
+}
