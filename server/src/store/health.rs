@@ -20,6 +20,9 @@ const PROBE_FIRST: Duration = Duration::from_millis(100);
 /// The longest pause between probes: work resumes at most this long after the database returns.
 const PROBE_AT_MOST: Duration = Duration::from_secs(1);
 
+/// How many outages one step of work waits through before it gives up.
+const OUTAGE_TRIES: u32 = 20;
+
 /// The probe: a write, since a database that answers reads may still refuse
 /// writes (a full disk, a read-only file or server).
 const PROBE: &str = "INSERT INTO herald_meta (name, value) VALUES ('health_probe', '') \
@@ -91,7 +94,10 @@ impl DatabaseHealth {
     /// outage; during an outage it waits for the database's return and tries
     /// again. For work that holds something only this process can finish (a
     /// lease, an attempt sent and not yet recorded), so that it goes on within
-    /// a second of the database's return rather than when its lease ends.
+    /// a second of the database's return rather than when its lease ends. A
+    /// step that keeps failing although the probe finds the database back (a
+    /// statement too large for a full disk, say) gives up after
+    /// [`OUTAGE_TRIES`] outages, and its work waits for its lease.
     pub async fn through_outage<T, Step>(
         self: &Arc<Self>,
         doing: &str,
@@ -100,12 +106,14 @@ impl DatabaseHealth {
     where
         Step: Future<Output = Result<T, DbErr>>,
     {
+        let mut tries = 0;
         loop {
             match step().await {
                 Ok(done) => return Ok(done),
                 Err(e) => {
                     self.failed(doing, &e);
-                    if !is_unavailable(&e) {
+                    tries += 1;
+                    if !is_unavailable(&e) || tries >= OUTAGE_TRIES {
                         return Err(e);
                     }
                     self.back().await;
