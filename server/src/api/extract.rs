@@ -96,8 +96,15 @@ impl FromRequestParts<ApiState> for Principal {
         }
         let hash = token_hash(token);
         let now = std::time::Instant::now();
-        if let Some(known) = state.keys().get(&hash, now) {
+        // While the database is away no key can be revoked, so a key seen before stays good; an
+        // unknown one gets its 503 at once instead of after the pool's deadline.
+        let away = state.pipeline.health.is_down();
+        if let Some(known) = state.keys().get(&hash, now, away) {
             return Ok(known);
+        }
+        if away {
+            let why = state.pipeline.health.outage_error().unwrap_or_default();
+            return Err(ApiError::Service(crate::service::ServiceError::Unavailable(why)));
         }
         let owner = key_owner(state, &hash).await.map_err(ApiError::Service)?.ok_or(ApiError::Unauthorized)?;
         state.keys().put(hash, owner.clone(), now);

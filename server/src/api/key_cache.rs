@@ -21,10 +21,11 @@ pub struct KeyCache {
 }
 
 impl KeyCache {
-    /// The customer whose key has this token hash, if seen within the last minute.
-    pub fn get(&self, token_hash: &str, now: Instant) -> Option<Principal> {
+    /// The customer whose key has this token hash, if seen within the last
+    /// second, or at any time before when `stale` (the database is away).
+    pub fn get(&self, token_hash: &str, now: Instant, stale: bool) -> Option<Principal> {
         let entries = self.entries.lock().expect("key cache lock");
-        entries.get(token_hash).filter(|(_, at)| now.duration_since(*at) < TTL).map(|(key, _)| key.clone())
+        entries.get(token_hash).filter(|(_, at)| stale || now.duration_since(*at) < TTL).map(|(key, _)| key.clone())
     }
 
     /// Forgets a revoked key.
@@ -50,14 +51,15 @@ mod tests {
         let cache = KeyCache::default();
         let t0 = Instant::now();
         let key = Principal::Customer { customer_id: "cus_1".into(), actor: "key_1".into() };
-        assert_eq!(cache.get("h", t0), None);
+        assert_eq!(cache.get("h", t0, false), None);
         cache.put("h".into(), key.clone(), t0);
-        assert_eq!(cache.get("h", t0 + Duration::from_millis(999)), Some(key.clone()));
-        assert_eq!(cache.get("h", t0 + TTL), None);
-        assert_eq!(cache.get("other", t0), None);
+        assert_eq!(cache.get("h", t0 + Duration::from_millis(999), false), Some(key.clone()));
+        assert_eq!(cache.get("h", t0 + TTL, false), None);
+        assert!(cache.get("h", t0 + TTL * 100, true).is_some(), "kept while the database is away");
+        assert_eq!(cache.get("other", t0, false), None);
         cache.put("h".into(), key, t0);
         cache.forget("h");
-        assert_eq!(cache.get("h", t0), None, "a revoked key is forgotten at once");
+        assert_eq!(cache.get("h", t0, false), None, "a revoked key is forgotten at once");
     }
 
     #[test]
