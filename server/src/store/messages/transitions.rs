@@ -254,7 +254,7 @@ pub async fn move_to_endpoint(
     let moved = Messages::update_many()
         .col_expr(Column::EndpointId, Expr::val(endpoint_id))
         .col_expr(Column::State, Expr::val(state.as_str()))
-        .col_expr(Column::NextAttemptAt, next_attempt_at.into())
+        .col_expr(Column::NextAttemptAt, next_attempt_at)
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::SubscriptionId.eq(subscription_id))
         .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
