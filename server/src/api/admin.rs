@@ -115,13 +115,10 @@ async fn create_user(
 
 #[derive(Deserialize, Default)]
 pub struct AuditParams {
-    pub limit: Option<String>,
-    pub cursor: Option<String>,
-    pub customer_id: Option<String>,
-    pub action: Option<String>,
-    pub object_id: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+    #[serde(flatten)]
+    filter: audit::AuditQuery,
 }
 
 #[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(AuditQuery),
@@ -133,12 +130,5 @@ async fn audit_log(
     Params(p): Params<AuditParams>,
 ) -> ApiResult<Json<dto::Page<dto::AuditEntry>>> {
     let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    let q = audit::AuditQuery {
-        customer_id: p.customer_id,
-        action: p.action,
-        object_id: p.object_id,
-        since: p.since,
-        until: p.until,
-    };
-    Ok(Json(audit::list(&s, &who, &q, page).await?))
+    Ok(Json(audit::list(&s, &who, &p.filter, page).await?))
 }

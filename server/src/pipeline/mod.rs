@@ -102,7 +102,7 @@ impl Pipeline {
     ) -> Pipeline {
         let wake = Arc::new(Wakeup::default());
         let handoff = Arc::new(Handoff::default());
-        let health = DatabaseHealth::new(db.clone(), &settings.database_url);
+        let health = DatabaseHealth::new(db.clone(), &settings);
         let intake = Intake::spawn(intake::Parts {
             db: db.clone(),
             health: health.clone(),

@@ -28,7 +28,7 @@ pub async fn record(
 
 /// A read of the log: by action, object and time; the admin reads every row
 /// (or one customer's), a customer's key only its own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Deserialize)]
 pub struct AuditQuery {
     pub customer_id: Option<String>,
     pub action: Option<String>,

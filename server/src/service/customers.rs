@@ -151,9 +151,7 @@ pub async fn revoke_api_key(services: &Services, who: &Principal, customer_id: &
 
 /// The admin may act for any existing customer, a customer's key only for its own.
 async fn own_customer(services: &Services, who: &Principal, customer_id: &str) -> Result<()> {
-    if let Principal::Customer { customer_id: own, .. } = who
-        && own != customer_id
-    {
+    if !who.sees(customer_id) {
         return Err(ServiceError::NotFound("customer"));
     }
     customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;

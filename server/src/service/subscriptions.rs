@@ -138,7 +138,7 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
         updated_at: now,
     };
     subscriptions::insert(&txn, row.clone()).await?;
-    let detail = json!({"name": row.name, "url": row.url, "event_types": json_value(&row.event_types)});
+    let detail = json!({"name": row.name, "url": row.url, "event_types": views::json_text(&row.event_types)});
     audit::record(&txn, services, who, "subscription.create", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     Ok(views::subscription(row, Some(secret)))
@@ -258,9 +258,4 @@ pub async fn seal_plaintext_secrets(services: &Services) -> Result<()> {
         subscriptions::update(&services.db, row).await?;
     }
     Ok(())
-}
-
-/// Stored JSON text as a value (for an audit row).
-fn json_value(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::Null)
 }

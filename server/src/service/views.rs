@@ -8,7 +8,8 @@ use serde_json::Value;
 use crate::clock::to_utc;
 use crate::store::entities::{api_key, attempt, audit, customer, endpoint, message, subscription};
 
-fn json_text(text: &str) -> Value {
+/// Stored JSON text as a value (null if it does not parse).
+pub(super) fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 

@@ -36,14 +36,6 @@ pub async fn insert(db: &impl ConnectionTrait, row: audit::Model) -> Result<(), 
     Audit::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
 }
 
-pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<audit::Model>) -> Result<(), DbErr> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    Audit::insert_many(rows.into_iter().map(|r| r.into_active_model().reset_all())).exec_without_returning(db).await?;
-    Ok(())
-}
-
 /// What a read of the log keeps; every part is optional.
 #[derive(Debug, Default)]
 pub struct AuditFilter {

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, RuntimeErr};
 use tokio::sync::watch;
 
+use crate::config::Settings;
+
 /// The first pause between probes; it doubles up to [`PROBE_AT_MOST`].
 const PROBE_FIRST: Duration = Duration::from_millis(100);
 /// The longest pause between probes: work resumes at most this long after the database returns.
@@ -44,8 +46,9 @@ struct Outage {
 }
 
 impl DatabaseHealth {
-    pub fn new(db: DatabaseConnection, url: &str) -> Arc<DatabaseHealth> {
-        Arc::new(DatabaseHealth { db, name: describe(url), up: watch::Sender::new(true), outage: Mutex::default() })
+    pub fn new(db: DatabaseConnection, settings: &Settings) -> Arc<DatabaseHealth> {
+        let name = describe(settings);
+        Arc::new(DatabaseHealth { db, name, up: watch::Sender::new(true), outage: Mutex::default() })
     }
 
     /// The database, as `/healthz` names it.
@@ -210,13 +213,12 @@ fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
 }
 
 /// The database without credentials: `PostgreSQL at host:port/name` or `SQLite file`.
-pub fn describe(url: &str) -> String {
-    if let Some(rest) = url.strip_prefix("sqlite:") {
-        let file = rest.trim_start_matches("//").split('?').next().unwrap_or_default();
-        return if file.is_empty() || file == ":memory:" || url.contains("mode=memory") {
-            "SQLite in memory".into()
-        } else {
-            format!("SQLite {file}")
+pub fn describe(settings: &Settings) -> String {
+    let url = &settings.database_url;
+    if url.starts_with("sqlite:") {
+        return match settings.sqlite_file() {
+            Some(file) => format!("SQLite {}", file.display()),
+            None => "SQLite in memory".into(),
         };
     }
     match url::Url::parse(url) {
@@ -238,6 +240,10 @@ pub fn too_slow(deadline: Duration) -> DbErr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn describe(url: &str) -> String {
+        super::describe(&Settings { database_url: url.into(), ..Settings::default() })
+    }
 
     #[test]
     fn the_database_is_named_without_its_credentials() {

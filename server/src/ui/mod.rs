@@ -72,7 +72,7 @@ async fn while_database_away(
          <body><main><h1>The database is unavailable</h1>\
          <p>Herald cannot use its database ({}). Nothing accepted is lost: deliveries wait and resume on their own \
          when it is back. Reload this page in a few seconds.</p></main></body></html>",
-        html_escape(health.name())
+        html_escape::encode_text(health.name())
     );
     (
         StatusCode::SERVICE_UNAVAILABLE,
@@ -80,10 +80,6 @@ async fn while_database_away(
         page,
     )
         .into_response()
-}
-
-fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The dashboard's "not found" page, for paths no route serves.
