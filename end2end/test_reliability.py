@@ -3,6 +3,7 @@ the built binary in real time, with a scriptable webhook receiver:
 
 - retries on an exponential schedule, with the same `webhook-id` on every try;
 - the dead reasons `non_retryable`, `attempts_exhausted` and `expired`, and replay of a dead message;
+- a dead message reported to the customer as an operational event, signed and a valid CloudEvent;
 - `Retry-After` on 429, and a receiver that never answers (a `timeout`);
 - the circuit breaker with small thresholds (the HERALD_BREAKER_* env vars): disabled, probes, locked, held
   messages, admin-only unlock with an audit-log row;
@@ -28,6 +29,9 @@ from typing import Any
 
 import pytest
 import requests
+import standardwebhooks
+from cloudevents.core.bindings.http import HTTPMessage, from_structured
+from cloudevents.core.formats.json import JSONFormat
 
 from harness import (
     ARTIFACTS_DIR,
@@ -196,6 +200,32 @@ def test_400_under_retry_on_transient_is_dead_non_retryable_after_one_try(tenant
     assert detail["attempt_count"] == 1, detail
     assert attempt_summary(detail) == [(1, 400, None, "permanent")]
     assert len(receiver.on_path(path)) == 1, "a permanent failure is not retried"
+
+
+def test_a_dead_message_is_reported_as_a_signed_cloudevent_to_the_subscription_naming_it(
+    tenant: Tenant, receiver: Receiver
+) -> None:
+    path, event_type, ops_path = f"/{unique('refused')}", unique("refused"), f"/{unique('ops')}"
+    receiver.answer(path, 400)
+    doomed = subscribe(tenant, receiver.url(path), event_type, exponential(1, 1, max_attempts=5, retry_on="transient"))
+    ops = subscribe(tenant, receiver.url(ops_path), "herald.message.dead", exponential(1, 1, max_attempts=3))
+    event_id = unique("order")
+    message_id = publish(tenant.client, event_type, event_id)
+
+    [req] = receiver.wait_for_path(ops_path, 1, timeout=15)
+    standardwebhooks.Webhook(ops["secret"]).verify(req.body, req.headers)
+    event = from_structured(HTTPMessage(headers=dict(req.headers), body=req.body), JSONFormat())
+    assert (event.get_specversion(), event.get_type(), event.get_source()) == ("1.0", "herald.message.dead", "/herald")
+    assert event.get_data() == {
+        "message_id": message_id,
+        "subscription_id": doomed["id"],
+        "event_id": event_id,
+        "event_source": "/reliability",
+        "dead_reason": "non_retryable",
+        "attempt_count": 1,
+        "last_status": 400,
+    }
+    receiver.assert_quiet(ops_path, 1.0)
 
 
 def test_always_503_with_max_attempts_3_is_dead_attempts_exhausted_after_three(

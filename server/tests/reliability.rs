@@ -434,3 +434,184 @@ async fn a_replay_goes_through_the_subscriptions_current_url_and_its_circuit() {
     assert_eq!(endpoint_of_url(&app, &key, &rx.url).await["window_attempts"], 1);
     assert_eq!(endpoint_of_url(&app, &key, &moved.url).await["window_attempts"], 1, "counted by the current URL");
 }
+
+/// The CloudEvents a receiver got, in order (structured mode: the body is the event).
+fn events_seen(rx: &TestReceiver) -> Vec<Value> {
+    rx.seen().iter().map(|seen| serde_json::from_slice(&seen.body).expect("a JSON CloudEvent")).collect()
+}
+
+fn types_of(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// One tick of each lane, a second apart.
+async fn tick(app: &TestApp) {
+    app.advance_secs(1.0);
+    app.deliver_retries().await;
+    app.deliver_fresh().await;
+}
+
+#[tokio::test]
+async fn a_customer_hears_of_its_endpoints_changes_through_the_subscriptions_naming_them() {
+    let app = TestApp::start_with(small_breaker).await;
+    let (failing, told, everything, elsewhere) = (
+        TestReceiver::start().await,
+        TestReceiver::start().await,
+        TestReceiver::start().await,
+        TestReceiver::start().await,
+    );
+    let (_, key) = app.customer("acme").await;
+    let (_, other_key) = app.customer("other").await;
+    let types = json!(["herald.endpoint.disabled", "herald.endpoint.locked", "herald.endpoint.closed"]);
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 100});
+    let orders =
+        json!({"name": "orders", "url": failing.url, "event_types": ["order.created"], "retry_policy": policy});
+    app.subscribe(&key, orders).await;
+    // A subscription of the failing URL itself is never told of that URL's endpoint.
+    app.subscribe(&key, json!({"name": "self", "url": failing.url, "event_types": types})).await;
+    app.subscribe(&key, json!({"name": "ops", "url": told.url, "event_types": types})).await;
+    app.subscribe(&key, json!({"name": "all", "url": everything.url, "event_types": ["*"]})).await;
+    app.subscribe(&other_key, json!({"name": "ops", "url": elsewhere.url, "event_types": types})).await;
+    for _ in 0..10 {
+        failing.answer(503);
+    }
+    app.publish(&key, "e1", "order.created").await;
+    app.deliver_fresh().await;
+    for _ in 0..40 {
+        tick(&app).await;
+        if endpoint_of_url(&app, &key, &failing.url).await["state"] == "locked" {
+            break;
+        }
+    }
+    let ep = endpoint_of_url(&app, &key, &failing.url).await;
+    let ep_id = ep["id"].as_str().unwrap().to_string();
+    let (status, _) = unlock(&app, &ep_id, json!({"backlog": "dead"})).await;
+    assert_eq!(status, 200);
+    tick(&app).await;
+
+    let heard = events_seen(&told);
+    assert_eq!(types_of(&heard), ["herald.endpoint.disabled", "herald.endpoint.locked", "herald.endpoint.closed"]);
+    let facts: Vec<(&str, u64, &str)> = heard
+        .iter()
+        .map(|e| {
+            assert_eq!(
+                (e["source"].as_str(), e["data"]["endpoint_id"].as_str()),
+                (Some("/herald"), Some(ep_id.as_str()))
+            );
+            assert_eq!(e["data"]["url"], ep["url"]);
+            let data = &e["data"];
+            (
+                data["state"].as_str().unwrap(),
+                data["consecutive_failures"].as_u64().unwrap(),
+                data["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [("disabled", 5, "consecutive_failures"), ("locked", 10, "no_success_for_too_long"), ("closed", 0, "unlocked")]
+    );
+    assert_eq!(heard[0]["data"]["window_failures"], 5);
+    assert!(types_of(&events_seen(&everything)).iter().all(|t| *t == "order.created"), "`*` does not match them");
+    assert!(
+        types_of(&events_seen(&failing)).iter().all(|t| *t == "order.created"),
+        "nor does the endpoint hear of itself"
+    );
+    assert!(elsewhere.seen().is_empty(), "another customer hears nothing");
+
+    // They are events and messages like any other: in the delivery log, delivered.
+    let (_, log) = app.get("/api/v1/messages?event_type=herald.endpoint.closed", &key).await;
+    let rows = log["data"].as_array().unwrap();
+    assert_eq!((rows.len(), rows[0]["state"].as_str()), (1, Some("delivered")), "{log}");
+    let (_, audit) = app.get("/api/v1/audit-log?action=endpoint.disable", ADMIN_TOKEN).await;
+    assert_eq!(audit["data"][0]["detail"]["reason"], "consecutive_failures", "{audit}");
+}
+
+#[tokio::test]
+async fn every_way_a_message_dies_is_reported_once_and_a_report_never_reports_its_own_death() {
+    let app = TestApp::start_with(small_breaker).await;
+    let rx = TestReceiver::start().await;
+    let told = TestReceiver::start().await;
+    let refusing = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let once = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 1});
+    let short = json!({"kind": "schedule", "delays_secs": [2], "max_attempts": 100, "ttl_secs": 60});
+    app.subscribe(&key, json!({"name": "a", "url": rx.url, "event_types": ["a"], "retry_policy": once})).await;
+    let doomed = app.subscribe(&key, json!({"name": "c", "url": format!("{}/c", rx.url), "event_types": ["c"]})).await;
+    app.subscribe(
+        &key,
+        json!({"name": "h", "url": format!("{}/h", rx.url), "event_types": ["h"], "retry_policy": short}),
+    )
+    .await;
+    app.subscribe(&key, json!({"name": "ops", "url": told.url, "event_types": ["herald.message.dead"]})).await;
+    // Its reports die at their first failure, and their deaths are not reported.
+    let refused =
+        json!({"name": "x", "url": refusing.url, "event_types": ["herald.message.dead"], "retry_policy": once});
+    app.subscribe(&key, refused).await;
+    for _ in 0..20 {
+        refusing.answer(503);
+    }
+
+    // Herald's own types cannot be published.
+    let forged = json!({"specversion": "1.0", "id": "f", "source": "/x", "type": "herald.message.dead"});
+    let (status, problem) = app.post("/api/v1/events", &key, forged.clone()).await;
+    assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some("type")), "{problem}");
+    let fine = json!({"specversion": "1.0", "id": "g", "source": "/x", "type": "a"});
+    let (status, problem) = app.post("/api/v1/events", &key, json!([fine, forged])).await;
+    assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some("[1].type")), "{problem}");
+
+    // Attempts exhausted (recorded), the subscription deleted (pending), held past the TTL (swept).
+    rx.answer(503);
+    let a = app.publish(&key, "a1", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    let c = app.publish(&key, "c1", "c").await["message_ids"][0].as_str().unwrap().to_string();
+    let doomed_id = doomed["id"].as_str().unwrap();
+    assert_eq!(
+        app.call(reqwest::Method::DELETE, &format!("/api/v1/subscriptions/{doomed_id}"), Some(&key), None).await.0,
+        204
+    );
+    app.deliver_fresh().await;
+    let h_url = format!("{}/h", rx.url);
+    let h = app.publish(&key, "h1", "h").await["message_ids"][0].as_str().unwrap().to_string();
+    for _ in 0..25 {
+        rx.answer(503);
+    }
+    for _ in 0..25 {
+        app.advance_secs(2.0);
+        app.deliver_retries().await;
+        app.deliver_fresh().await;
+    }
+    assert_eq!(endpoint_of_url(&app, &key, &h_url).await["state"], "locked");
+    app.clock.advance_ms(60_000);
+    for _ in 0..3 {
+        tick(&app).await;
+    }
+    assert_eq!(app.message(&key, &h).await["dead_reason"], "expired");
+
+    let mut heard: Vec<Value> = events_seen(&told).into_iter().map(|e| e["data"].clone()).collect();
+    heard.sort_by_key(|d| d["event_id"].as_str().unwrap().to_string());
+    let facts: Vec<(&str, &str, &str, u64, Option<u64>)> = heard
+        .iter()
+        .map(|d| {
+            (
+                d["message_id"].as_str().unwrap(),
+                d["event_id"].as_str().unwrap(),
+                d["dead_reason"].as_str().unwrap(),
+                d["attempt_count"].as_u64().unwrap(),
+                d["last_status"].as_u64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        facts,
+        [
+            (a.as_str(), "a1", "attempts_exhausted", 1, Some(503)),
+            (c.as_str(), "c1", "subscription_deleted", 0, None),
+            (h.as_str(), "h1", "expired", 10, Some(503)),
+        ],
+        "one report per death, none about the reports that died at the refusing receiver"
+    );
+    assert!(heard.iter().all(|d| d["event_source"] == "/test"));
+    assert_eq!(refusing.seen().len(), 3, "the refusing receiver got each report once");
+    let (_, log) = app.get("/api/v1/messages?event_type=herald.message.dead&state=dead", &key).await;
+    assert_eq!(log["data"].as_array().unwrap().len(), 3, "{log}");
+}

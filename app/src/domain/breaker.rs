@@ -261,10 +261,14 @@ impl Circuit {
     }
 
     fn disable_due(&self, now_ms: i64, cfg: &BreakerConfig) -> bool {
+        self.failure_rate_high(now_ms, cfg) || self.consecutive_failures >= cfg.disable_consecutive
+    }
+
+    /// Whether the window holds more than `min_attempts` attempts and too many of them failed.
+    pub fn failure_rate_high(&self, now_ms: i64, cfg: &BreakerConfig) -> bool {
         let (attempts, failures) = self.window.totals(now_ms, cfg.window_ms);
         // attempts > min_attempts >= 0, so the division is safe.
-        let rate_high = attempts > cfg.min_attempts && failures as f64 / attempts as f64 > cfg.failure_rate;
-        rate_high || self.consecutive_failures >= cfg.disable_consecutive
+        attempts > cfg.min_attempts && failures as f64 / attempts as f64 > cfg.failure_rate
     }
 }
 

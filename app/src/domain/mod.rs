@@ -6,6 +6,7 @@ pub mod dto;
 pub mod errors;
 pub mod event;
 pub mod input;
+pub mod operational;
 pub mod policy;
 pub mod signing;
 pub mod states;

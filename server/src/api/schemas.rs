@@ -177,7 +177,11 @@ fn subscription_fields(builder: ObjectBuilder, patch: bool) -> ObjectBuilder {
         .items(text(200, false))
         .min_items(Some(1))
         .max_items(Some(100))
-        .description(Some("Event types to deliver: exact types, or `*` for all"));
+        .description(Some(
+            "Event types to deliver: exact types, or `*` for all but Herald's operational events \
+             (`herald.endpoint.disabled`, `herald.endpoint.locked`, `herald.endpoint.closed`, \
+             `herald.message.dead`), which are received only when named",
+        ));
     let url = ObjectBuilder::new()
         .schema_type(ty(Type::String, patch))
         .min_length(Some(1))
@@ -252,7 +256,12 @@ fn cloud_event() -> RefOr<Schema> {
         .property("specversion", one_of_enum(&["1.0"], false))
         .property("id", attribute().description(Some("At most 1024 bytes; `(source, id)` is unique per customer")))
         .property("source", attribute().description(Some("At most 1024 bytes")))
-        .property("type", attribute().description(Some("At most 1024 bytes")))
+        .property(
+            "type",
+            attribute().description(Some(
+                "At most 1024 bytes; the prefix `herald.` is reserved for Herald's operational events",
+            )),
+        )
         .property("datacontenttype", string())
         .property("dataschema", string())
         .property("subject", string())

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use app::domain::breaker::Gate;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
+use sea_orm::TransactionTrait;
 use tokio::sync::Semaphore;
 
 use super::Pipeline;
 use super::decide::{decide, unrenderable};
 use super::handoff::Place;
 use super::job::Job;
+use super::operational::{Announced, report_dead};
 use super::recorder::{AttemptRecord, Recorder};
 use super::send::http::{self, Received, headers_json, send};
 use super::send::request;
@@ -185,10 +187,22 @@ impl Deliverer {
         let release = || {
             let finish = finish.clone();
             async move {
-                if state == MessageState::Pending {
-                    messages::defer(db, &msg.id, token, next_attempt_at, now).await.map(drop)
-                } else {
-                    messages::release_unattempted(db, &msg.id, token, now, finish).await.map(drop)
+                match state {
+                    MessageState::Pending => messages::defer(db, &msg.id, token, next_attempt_at, now).await.map(drop),
+                    MessageState::Dead => {
+                        // Its death is reported in the same transaction.
+                        let txn = db.begin().await?;
+                        let released = messages::release_unattempted(&txn, &msg.id, token, now, finish).await?;
+                        let announced = if released {
+                            report_dead(&self.pipeline, &txn, [msg]).await?
+                        } else {
+                            Announced::default()
+                        };
+                        txn.commit().await?;
+                        announced.wake(&self.pipeline);
+                        Ok(())
+                    }
+                    _ => messages::release_unattempted(db, &msg.id, token, now, finish).await.map(drop),
                 }
             }
         };

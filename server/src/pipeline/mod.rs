@@ -20,6 +20,7 @@ pub mod heartbeat;
 mod intake;
 mod job;
 mod lanes;
+pub mod operational;
 mod recorder;
 mod retry_times;
 mod routes;

@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 use foldhash::HashSet;
 
 use app::domain::breaker::{Circuit, Transition};
-use app::domain::states::{EndpointState, Outcome};
+use app::domain::operational::{EndpointReport, announced};
+use app::domain::states::{EndpointState, MessageState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::Pipeline;
 use super::decide::Decision;
+use super::operational::{report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
@@ -166,17 +167,26 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Opt
     let endpoint_ids = by_endpoint.keys().map(|id| id.to_string()).collect();
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
     let mut circuits = Vec::new();
+    let mut reports = Vec::new();
     for endpoint in lock_many(&txn, endpoint_ids).await? {
         let indexes = &by_endpoint[endpoint.id.as_str()];
         let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
-        let (circuit, transitions) = count_attempts(pipeline, &txn, &endpoint, &outcomes, now).await?;
+        let (circuit, transitions) = count_attempts(pipeline, &txn, &endpoint, &outcomes, now, &mut reports).await?;
         for (&i, transition) in indexes.iter().zip(transitions) {
             results[i] = Some(transition);
         }
         circuits.push((endpoint.id, circuit));
     }
     save_circuits(&txn, &circuits, now).await?;
+    // Operational events, in the same transaction: a success-only batch reads nothing more.
+    let died = records
+        .iter()
+        .filter(|r| r.decision.finish.state == MessageState::Dead && moved.contains(&r.message.id))
+        .map(|r| &r.message);
+    let mut announced = report_dead(pipeline, &txn, died).await?;
+    announced.merge(report_endpoints(pipeline, &txn, reports).await?);
     txn.commit().await?;
+    announced.wake(pipeline);
     // An attempt whose endpoint is gone still counts as recorded.
     let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
     for (i, record) in records.iter().enumerate() {
@@ -188,13 +198,15 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Opt
 }
 
 /// Applies the breaker's rules to each outcome in turn; acts on every
-/// transition (hold when locked, release when closed). Returns the circuit to save.
+/// transition (hold when locked, release when closed) and adds the ones the
+/// customer is told of to `reports`. Returns the circuit to save.
 async fn count_attempts(
     pipeline: &Pipeline,
     txn: &DatabaseTransaction,
     endpoint: &endpoint::Model,
     outcomes: &[bool],
     now: i64,
+    reports: &mut Vec<(String, EndpointReport)>,
 ) -> Result<(Circuit, Vec<Transition>), DbErr> {
     let endpoint_id = endpoint.id.as_str();
     let breaker = pipeline.settings.breaker.config();
@@ -220,16 +232,18 @@ async fn count_attempts(
             }
             _ => None,
         };
-        // Herald's own change of a circuit is audited like an admin's, in the same transaction.
+        // Herald's own change of a circuit is audited like an admin's, in the same transaction,
+        // and told to the customer as an operational event.
         if let Some(action) = action {
-            let (window_attempts, window_failures) = circuit.window.totals(now, breaker.window_ms);
-            let detail = json!({
-                "url": endpoint.url, "state": circuit.state.as_str(), "consecutive_failures": circuit.consecutive_failures,
-                "window_attempts": window_attempts, "window_failures": window_failures,
-            });
-            let row =
-                audit::row(now, audit::SYSTEM, action, endpoint_id, Some(&endpoint.customer_id), detail.to_string());
-            audit::insert(txn, row).await?;
+            let reason = announced(transition, &circuit, now, &breaker).unwrap_or(action);
+            let report = EndpointReport::of(endpoint_id, &endpoint.url, &circuit, reason, now, &breaker);
+            let detail = serde_json::to_string(&report).expect("reports serialize to JSON");
+            audit::insert(
+                txn,
+                audit::row(now, audit::SYSTEM, action, endpoint_id, Some(&endpoint.customer_id), detail),
+            )
+            .await?;
+            reports.push((endpoint.customer_id.clone(), report));
         }
         transitions.push(transition);
     }

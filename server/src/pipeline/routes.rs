@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{ConnectionTrait, DbErr};
 
+use app::domain::operational::type_matches;
 use app::domain::policy::RetryPolicy;
 
 use crate::store::entities::{endpoint, subscription};
@@ -44,7 +45,7 @@ impl Target {
 
     /// Whether events of this type go to the subscription.
     pub fn accepts(&self, event_type: &str) -> bool {
-        self.event_types.iter().any(|t| t == "*" || t == event_type)
+        self.event_types.iter().any(|t| type_matches(t, event_type))
     }
 }
 

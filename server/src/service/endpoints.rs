@@ -2,12 +2,14 @@
 
 use app::domain::dto::{self, Backlog};
 use app::domain::input::Fields;
+use app::domain::operational::EndpointReport;
 use app::domain::states::EndpointState;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
+use crate::pipeline::operational::{report_dead, report_endpoints};
 use crate::store::endpoints::{circuit_of, save_circuit};
 use crate::store::page::{self, PageRequest};
 use crate::store::{endpoints, messages, notify};
@@ -76,16 +78,21 @@ pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Bac
     circuit.unlock();
     save_circuit(&txn, id, &circuit, now).await?;
     let ended = match backlog {
-        Backlog::Deliver => 0,
+        Backlog::Deliver => Vec::new(),
         Backlog::Dead => messages::end_held(&txn, id, None, now).await?,
         Backlog::DeadOlderThan { secs } => messages::end_held(&txn, id, Some(now - secs * 1000), now).await?,
     };
     // The rest of the held messages, and those deferred to the next probe, are due now.
     let released = messages::release_endpoint(&txn, id, row.next_probe_at.unwrap_or(now).max(now), now).await?;
     notify::send(&txn, services.pipeline.wake.origin()).await?;
+    // The customer is told, in the same transaction, of the closed circuit and the ended messages.
+    let breaker = services.settings.breaker.config();
+    let report = EndpointReport::of(id, &row.url, &circuit, "unlocked", now, &breaker);
+    let mut announced = report_endpoints(&services.pipeline, &txn, vec![(row.customer_id.clone(), report)]).await?;
+    announced.merge(report_dead(&services.pipeline, &txn, &ended).await?);
     let mut detail = json!({
         "url": row.url, "previous_state": row.state, "backlog": backlog.as_str(),
-        "released_messages": released, "dead_messages": ended,
+        "released_messages": released, "dead_messages": ended.len(),
     });
     if let Backlog::DeadOlderThan { secs } = backlog {
         detail["older_than_secs"] = secs.into();
@@ -93,6 +100,7 @@ pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Bac
     audit::record(&txn, services, who, "endpoint.unlock", id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();
+    announced.wake(&services.pipeline);
     let row = endpoints::get(&services.db, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;
     Ok(views::endpoint(row, services.now_ms(), services.settings.breaker.window_secs as i64 * 1000))
 }

@@ -4,6 +4,7 @@
 use app::domain::dto;
 use app::domain::errors::FieldError;
 use app::domain::event::CloudEvent;
+use app::domain::operational;
 use sea_orm::TransactionTrait;
 use serde_json::Value;
 
@@ -26,17 +27,28 @@ pub fn parse(body: Value, batch: bool) -> Result<Vec<CloudEvent>> {
             items
         }
         (_, true) => return Err(ServiceError::field("body", "a batch must be a JSON array of events")),
-        (single, false) => return Ok(vec![CloudEvent::parse(single, "").map_err(ServiceError::Invalid)?]),
+        (single, false) => return Ok(vec![publishable(single, "").map_err(ServiceError::Invalid)?]),
     };
     let mut parsed = Vec::with_capacity(items.len());
     let mut errors: Vec<FieldError> = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        match CloudEvent::parse(item, &format!("[{i}]")) {
+        match publishable(item, &format!("[{i}]")) {
             Ok(event) => parsed.push(event),
             Err(e) => errors.extend(e),
         }
     }
     if errors.is_empty() { Ok(parsed) } else { Err(ServiceError::Invalid(errors)) }
+}
+
+/// A valid CloudEvent whose type is not one of Herald's own (`herald.` is reserved).
+fn publishable(value: Value, prefix: &str) -> std::result::Result<CloudEvent, Vec<FieldError>> {
+    let event = CloudEvent::parse(value, prefix)?;
+    if operational::is_herald_type(event.event_type()) {
+        let field = if prefix.is_empty() { "type".to_string() } else { format!("{prefix}.type") };
+        let reason = format!("the prefix {:?} is reserved for Herald's own events", operational::RESERVED_PREFIX);
+        return Err(vec![FieldError::new(field, reason)]);
+    }
+    Ok(event)
 }
 
 pub async fn publish(

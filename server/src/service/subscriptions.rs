@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
 use crate::ids::{new_id, random_bytes};
+use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
@@ -224,9 +225,12 @@ pub async fn delete(services: &Services, who: &Principal, id: &str) -> Result<()
     let txn = services.db.begin().await?;
     let ended = messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
     subscriptions::delete(&txn, &row.id).await?;
-    let detail = json!({"name": row.name, "url": row.url, "dead_messages": ended});
+    // Reported once the subscription is gone, so to the customer's other subscriptions only.
+    let announced = report_dead(&services.pipeline, &txn, &ended).await?;
+    let detail = json!({"name": row.name, "url": row.url, "dead_messages": ended.len()});
     audit::record(&txn, services, who, "subscription.delete", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
+    announced.wake(&services.pipeline);
     Ok(())
 }
 

@@ -9,8 +9,8 @@ use app::domain::policy::RetryPolicy;
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel, JoinType,
-    QueryFilter, QueryOrder, QuerySelect, Statement,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    JoinType, QueryFilter, QueryOrder, QuerySelect, Statement,
 };
 
 use super::entities::endpoint;
@@ -84,6 +84,26 @@ pub async fn active_with_endpoints(
         .filter(Column::Status.eq("active"))
         .all(db)
         .await
+}
+
+/// The active subscriptions of these customers whose event types name one of
+/// `types` (exactly: a `*` does not name them).
+pub async fn naming_types(
+    db: &impl ConnectionTrait,
+    customer_ids: Vec<String>,
+    types: &[&str],
+) -> Result<Vec<subscription::Model>, DbErr> {
+    // The stored list is JSON: a type it names appears quoted, and only then.
+    let named = types.iter().fold(Condition::any(), |any, t| {
+        any.add(Column::EventTypes.like(format!("%{}%", serde_json::Value::from(*t))))
+    });
+    let found = Subscriptions::find()
+        .filter(Column::CustomerId.is_in(customer_ids))
+        .filter(Column::Status.eq("active"))
+        .filter(named)
+        .all(db)
+        .await?;
+    Ok(found.into_iter().filter(|s| event_types(&s.event_types).iter().any(|t| types.contains(&t.as_str()))).collect())
 }
 
 /// The routing version of each of these customers that exists: one more with

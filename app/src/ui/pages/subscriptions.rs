@@ -83,7 +83,7 @@ fn SubscriptionFields(sub: Option<Subscription>) -> impl IntoView {
     view! {
         <label>"Name" <input name="name" value=name required/></label>
         <label>"URL" <input name="url" type="url" value=url required/></label>
-        <label>"Event types (comma-separated, * for all)" <input name="event_types" value=types required/></label>
+        <label>"Event types (comma-separated; * for all but Herald's own, such as herald.message.dead, which must be listed)" <input name="event_types" value=types required/></label>
         <label>"Retry policy (workfront, event-grid, eventarc, or a custom policy as JSON)"
             <input name="retry_policy" value=policy/>
         </label>

@@ -47,11 +47,24 @@ impl Api {
 
     /// A subscription to one event type, retried 1 s, 2 s, 4 s… up to 60 s apart.
     pub async fn subscribe(&self, url: &str, event_type: &str, timeout_ms: Option<u32>) -> Result<String> {
+        self.subscribe_tried(url, event_type, timeout_ms, 20).await
+    }
+
+    /// A subscription to one event type whose messages die after `max_attempts` failed attempts.
+    pub async fn subscribe_tried(
+        &self,
+        url: &str,
+        event_type: &str,
+        timeout_ms: Option<u32>,
+        max_attempts: u32,
+    ) -> Result<String> {
+        let policy =
+            json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 60, "max_attempts": max_attempts});
         let mut body = json!({
             "name": format!("bench {event_type}"),
             "url": url,
             "event_types": [event_type],
-            "retry_policy": {"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 60, "max_attempts": 20},
+            "retry_policy": policy,
         });
         if let Some(ms) = timeout_ms {
             body["timeout_ms"] = json!(ms);

@@ -38,6 +38,9 @@ pub enum Scenario {
     Backlog,
     /// One event at a time to one subscription on an otherwise idle server.
     Idle,
+    /// A burst of --dead-burst messages that die at their first attempt, each reported to a
+    /// subscription naming `herald.message.dead`, while the measured load runs.
+    DeadBurst,
     /// steady, dead-endpoint, backlog and idle.
     All,
 }
@@ -78,6 +81,9 @@ pub struct Opts {
     /// Events published one at a time in the `idle` measurement (at most --events).
     #[arg(long, default_value_t = 500)]
     pub idle_events: usize,
+    /// Messages that die at once in the `dead-burst` measurement.
+    #[arg(long, default_value_t = 10_000)]
+    pub dead_burst: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -129,6 +135,7 @@ async fn run(opts: Opts) -> Result<()> {
         Scenario::DeadEndpoint => &[Scenario::Steady, Scenario::DeadEndpoint],
         Scenario::Backlog => &[Scenario::Steady, Scenario::Backlog],
         Scenario::Idle => &[Scenario::Idle],
+        Scenario::DeadBurst => &[Scenario::Steady, Scenario::DeadBurst],
         Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],
     };
     let mut rows = Vec::new();

@@ -95,11 +95,15 @@ impl Tally {
 }
 
 /// What each path records. `/hook/…` and `/raw` answer 200, `/fail/…` 500,
-/// `/later/…` 503 with `Retry-After: 86400` (a message scheduled a day later).
+/// `/later/…` 503 with `Retry-After: 86400` (a message scheduled a day later);
+/// `/reports` answers 200 and records a `herald.message.dead` event by the
+/// message it reports (`data.message_id`), so a second report of one message
+/// counts as a repeat.
 pub struct Tallies {
     pub ok: Tally,
     pub fail: Tally,
     pub later: Tally,
+    pub reports: Tally,
 }
 
 pub struct Receiver {
@@ -110,7 +114,8 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start() -> crate::Result<Receiver> {
-        let tallies = Arc::new(Tallies { ok: Tally::new(), fail: Tally::new(), later: Tally::new() });
+        let tallies =
+            Arc::new(Tallies { ok: Tally::new(), fail: Tally::new(), later: Tally::new(), reports: Tally::new() });
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let app = Router::new().fallback(hit).with_state(tallies.clone());
@@ -132,13 +137,17 @@ impl Drop for Receiver {
 }
 
 // The body is read (as a real receiver would) so the connection stays reusable.
-async fn hit(State(t): State<Arc<Tallies>>, uri: Uri, headers: HeaderMap, _body: Bytes) -> Response {
+async fn hit(State(t): State<Arc<Tallies>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let at = now_ns();
     let id = headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or("");
     let path = uri.path();
     if path.starts_with("/fail") {
         t.fail.record(id, at);
         StatusCode::INTERNAL_SERVER_ERROR.into_response()
+    } else if path.starts_with("/reports") {
+        let event: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        t.reports.record(event["data"]["message_id"].as_str().unwrap_or(""), at);
+        StatusCode::OK.into_response()
     } else if path.starts_with("/later") {
         t.later.record(id, at);
         (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "86400")]).into_response()

@@ -40,6 +40,11 @@ pub struct Row {
     /// Herald's peak RSS during the measured phase, and during the preparation.
     pub rss_peak_mb: f64,
     pub rss_peak_prep_mb: Option<f64>,
+    /// dead-burst: the dead messages reported (distinct `data.message_id`), reports of a
+    /// message already reported, and seconds from the burst's publish to its last report.
+    pub dead_reported: Option<u64>,
+    pub dead_reported_twice: Option<u64>,
+    pub dead_burst_secs: Option<f64>,
 }
 
 pub fn name(s: Scenario) -> &'static str {
@@ -48,6 +53,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::DeadEndpoint => "dead-endpoint",
         Scenario::Backlog => "backlog",
         Scenario::Idle => "idle",
+        Scenario::DeadBurst => "dead-burst",
         Scenario::All => "all",
     }
 }
@@ -99,6 +105,9 @@ pub fn row(
         cpu_s: m.cpu_s,
         rss_peak_mb: m.rss_peak_mb,
         rss_peak_prep_mb,
+        dead_reported: None,
+        dead_reported_twice: None,
+        dead_burst_secs: None,
     }
 }
 
@@ -115,6 +124,9 @@ pub struct Comparisons {
     /// Publish→receipt on an idle server (targets: p50 ≤ 1.5 ms, p99 ≤ 5 ms).
     pub idle_p50_ms: Option<f64>,
     pub idle_p99_ms: Option<f64>,
+    /// The measured load's deliveries/s and p99 during the burst ÷ steady's.
+    pub dead_burst_throughput_ratio: Option<f64>,
+    pub dead_burst_p99_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -135,6 +147,10 @@ impl Summary {
             if let Some(dead) = find("dead-endpoint") {
                 c.dead_endpoint_p99_ratio = ratio(dead.p99_ms, steady.p99_ms);
                 c.dead_endpoint_p50_ratio = ratio(dead.p50_ms, steady.p50_ms);
+            }
+            if let Some(burst) = find("dead-burst") {
+                c.dead_burst_throughput_ratio = ratio(burst.deliveries_per_s, steady.deliveries_per_s);
+                c.dead_burst_p99_ratio = ratio(burst.p99_ms, steady.p99_ms);
             }
             if let Some(backlog) = find("backlog") {
                 c.backlog_throughput_ratio = ratio(backlog.deliveries_per_s, steady.deliveries_per_s);
@@ -203,6 +219,17 @@ impl Summary {
         if let Some(x) = c.backlog_throughput_ratio {
             let rss = c.backlog_rss_peak_mb.unwrap_or(0.0);
             println!("backlog: deliveries/s / steady = {x:.2} (target >= 0.8); peak RSS {rss:.1} MB (target <= 150)");
+        }
+        for r in self.runs.iter().filter(|r| r.scenario == "dead-burst") {
+            let (reported, twice) = (r.dead_reported.unwrap_or(0), r.dead_reported_twice.unwrap_or(0));
+            let secs = r.dead_burst_secs.map_or("-".into(), |s| format!("{s:.1} s"));
+            println!(
+                "dead-burst: {reported} of {} dead messages reported, {twice} twice, the last after {secs}; \
+                 deliveries/s {:.2} and p99 {:.2} x steady",
+                r.preloaded_messages,
+                c.dead_burst_throughput_ratio.unwrap_or(0.0),
+                c.dead_burst_p99_ratio.unwrap_or(0.0),
+            );
         }
         if let (Some(p50), Some(p99)) = (c.idle_p50_ms, c.idle_p99_ms) {
             println!("idle: publish -> receipt p50 {p50:.2} ms (target <= 1.5), p99 {p99:.2} ms (target <= 5)");

@@ -111,6 +111,7 @@ async fn drive(
         api.subscribe(&receiver.url(&format!("/hook/{i}")), MAIN_TYPE, None).await?;
     }
     let started = Instant::now();
+    let burst_ns = crate::now_ns();
     let (preloaded, _blackhole) = match scenario {
         Scenario::DeadEndpoint => {
             let blackhole = Blackhole::start().await?;
@@ -120,6 +121,15 @@ async fn drive(
             }
             let retries = prepare_retries(&api, receiver, &blackhole, opts).await?;
             (retries, Some(blackhole))
+        }
+        Scenario::DeadBurst => {
+            for k in 0..PREP_FANOUT {
+                api.subscribe_tried(&receiver.url(&format!("/fail/{k}")), PREP_TYPE, None, 1).await?;
+            }
+            api.subscribe(&receiver.url("/reports"), "herald.message.dead", None).await?;
+            // Published before the measured load starts; they die and are reported while it runs.
+            publish_prep(&api, PREP_TYPE, opts.dead_burst.div_ceil(PREP_FANOUT)).await?;
+            (opts.dead_burst.div_ceil(PREP_FANOUT) * PREP_FANOUT, None)
         }
         Scenario::Backlog => {
             for k in 0..PREP_FANOUT {
@@ -161,7 +171,21 @@ async fn drive(
     } else {
         measure::run(client, &target, bodies, opts.concurrency, receiver, herald, healthy).await?
     };
-    Ok(report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m))
+    let mut row = report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m);
+    if scenario == Scenario::DeadBurst {
+        // Every burst message failed, then reports arrive until all are in or none came for 5 s.
+        receiver.tallies.fail.wait_for(preloaded as u64, Duration::from_secs(120)).await;
+        let reports = &receiver.tallies.reports;
+        let mut seen = reports.distinct();
+        while !reports.wait_for(preloaded as u64, Duration::from_secs(5)).await && reports.distinct() > seen {
+            seen = reports.distinct();
+        }
+        row.dead_reported_twice = Some(reports.repeats());
+        let seen = reports.take();
+        row.dead_reported = Some(seen.len() as u64);
+        row.dead_burst_secs = seen.values().max().map(|&ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
+    }
+    Ok(row)
 }
 
 /// `--retries` messages to the blackhole, all in retry: their first attempts fail fast

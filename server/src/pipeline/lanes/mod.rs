@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foldhash::{HashMap, HashMapExt};
-use sea_orm::DbErr;
+use sea_orm::{DbErr, TransactionTrait};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -19,6 +19,7 @@ use super::deliver::Deliverer;
 use super::endpoint_slots::EndpointSlots;
 use super::handoff::{Handed, Place, Ready, take_place};
 use super::job::Job;
+use super::operational::report_dead;
 use super::{Pipeline, lease_ms, wakeup};
 use crate::store::entities::{endpoint, event, subscription};
 use crate::store::messages::{Among, Lane};
@@ -183,11 +184,26 @@ impl Lanes {
     }
 
     async fn expire_held(&self) {
-        match messages::expire_held(&self.pipeline.db, self.pipeline.now_ms()).await {
+        match self.expire_held_reported().await {
             Ok(0) => {}
             Ok(n) => tracing::info!(expired = n, "held messages reached the end of their TTL"),
             Err(e) => self.pipeline.health.failed("expiring held messages", &e),
         }
+    }
+
+    /// Ends held messages past their TTL and reports their deaths, in one transaction.
+    async fn expire_held_reported(&self) -> Result<usize, DbErr> {
+        let p = &self.pipeline;
+        let txn = p.db.begin().await?;
+        let expired = messages::expire_held(&txn, p.now_ms()).await?;
+        if expired.is_empty() {
+            txn.rollback().await?;
+            return Ok(0);
+        }
+        let announced = report_dead(p, &txn, &expired).await?;
+        txn.commit().await?;
+        announced.wake(p);
+        Ok(expired.len())
     }
 
     /// Claims and delivers one batch of a lane, waiting for every delivery,

@@ -2,6 +2,7 @@
 //! finish, every state change guarded by the state (and lease) it expects.
 
 mod claim;
+mod dead;
 mod insert;
 mod log;
 #[cfg(test)]
@@ -10,6 +11,7 @@ mod recording;
 mod transitions;
 
 pub use claim::{Among, Lane, claim};
+pub use dead::dead_reports;
 pub use insert::{COLUMNS, insert_many, pending_message};
 pub use log::{MessageFilter, count_by_state, list};
 pub use recording::{End, Finish, finish_many, finish_recording, recording_plan};

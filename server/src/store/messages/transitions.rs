@@ -168,13 +168,14 @@ pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_or
 
 /// Ends an endpoint's held messages `dead` (`expired`), or only those created
 /// before `created_before_ms`: an admin's unlock that gives up the backlog.
+/// Returns the messages ended.
 pub async fn end_held(
     db: &impl ConnectionTrait,
     endpoint_id: &str,
     created_before_ms: Option<i64>,
     now_ms: i64,
-) -> Result<u64, DbErr> {
-    Ok(ending_held(endpoint_id, created_before_ms, now_ms).exec(db).await?.rows_affected)
+) -> Result<Vec<message::Model>, DbErr> {
+    ending_held(endpoint_id, created_before_ms, now_ms).exec_with_returning(db).await
 }
 
 pub(super) fn ending_held(
@@ -196,12 +197,12 @@ pub(super) fn ending_held(
     update
 }
 
-/// Held messages whose TTL has ended become dead, `expired`.
-pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
-    let mut expired = 0;
+/// Held messages whose TTL has ended become dead, `expired`; returns them.
+pub async fn expire_held(db: &impl ConnectionTrait, now_ms: i64) -> Result<Vec<message::Model>, DbErr> {
+    let mut expired = Vec::new();
     // One statement per lane, each reading that lane's index.
     for lane in [FRESH_LANE, RETRY_LANE] {
-        expired += expire_held_in(lane, now_ms).exec(db).await?.rows_affected;
+        expired.extend(expire_held_in(lane, now_ms).exec_with_returning(db).await?);
     }
     Ok(expired)
 }
@@ -217,23 +218,22 @@ pub(super) fn expire_held_in(lane: &'static str, now_ms: i64) -> sea_orm::Update
         .filter(Column::NextAttemptAt.lte(now_ms))
 }
 
-/// Ends the pending messages of a deleted subscription.
+/// Ends the pending and held messages of a deleted subscription; returns them.
 pub async fn kill_for_subscription(
     db: &impl ConnectionTrait,
     subscription_id: &str,
     now_ms: i64,
-) -> Result<u64, DbErr> {
+) -> Result<Vec<message::Model>, DbErr> {
     let open = [MessageState::Pending.as_str(), MessageState::Held.as_str()];
-    let result = Messages::update_many()
+    Messages::update_many()
         .col_expr(Column::State, Expr::val(MessageState::Dead.as_str()))
         .col_expr(Column::DeadReason, Expr::val("subscription_deleted"))
         .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::SubscriptionId.eq(subscription_id))
         .filter(Column::State.is_in(open))
-        .exec(db)
-        .await?;
-    Ok(result.rows_affected)
+        .exec_with_returning(db)
+        .await
 }
 
 /// Moves a subscription's open messages to the endpoint of its new URL, as

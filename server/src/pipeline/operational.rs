@@ -1,0 +1,139 @@
+//! Writing operational events (`app::domain::operational`): each is written in
+//! the transaction of the change it reports, as an event of the customer with a
+//! pending message for every subscription that names its type. So it is stored,
+//! signed, retried and listed like any event, is never lost when the change
+//! commits, and never sent for a change that rolled back. An event that no
+//! subscription names is not stored.
+//!
+//! The caller sends the returned [`Announced`] to [`Announced::wake`] after
+//! its commit; other processes are notified by the commit itself.
+
+use foldhash::{HashMap, HashMapExt};
+use sea_orm::{ConnectionTrait, DbErr};
+
+use app::domain::operational::{self, EndpointReport, Report};
+
+use super::Pipeline;
+use crate::ids::new_id;
+use crate::store::entities::{event, message, subscription};
+use crate::store::messages::pending_message;
+use crate::store::subscriptions::{self, event_types, policy_of};
+use crate::store::{bulk, messages, notify};
+
+/// The endpoints that operational events were stored for, to wake after the commit.
+#[derive(Debug, Default)]
+#[must_use = "the lanes learn of the new messages only from wake()"]
+pub struct Announced {
+    endpoints: Vec<String>,
+}
+
+impl Announced {
+    pub fn wake(self, pipeline: &Pipeline) {
+        if !self.endpoints.is_empty() {
+            pipeline.wake.stored_for(self.endpoints);
+        }
+    }
+
+    pub fn merge(&mut self, other: Announced) {
+        self.endpoints.extend(other.endpoints);
+    }
+}
+
+/// Reports, inside `txn`, that these messages have become dead. Messages that
+/// carried Herald's own events are not reported.
+pub async fn report_dead<'a>(
+    pipeline: &Pipeline,
+    txn: &impl ConnectionTrait,
+    died: impl IntoIterator<Item = &'a message::Model>,
+) -> Result<Announced, DbErr> {
+    let died: Vec<&message::Model> = died.into_iter().filter(|m| !operational::is_herald_type(&m.event_type)).collect();
+    if died.is_empty() {
+        return Ok(Announced::default());
+    }
+    let mut customers: Vec<String> = died.iter().map(|m| m.customer_id.clone()).collect();
+    customers.sort();
+    customers.dedup();
+    let listeners = subscriptions::naming_types(txn, customers, &[operational::MESSAGE_DEAD]).await?;
+    if listeners.is_empty() {
+        return Ok(Announced::default());
+    }
+    let ids: Vec<String> = died
+        .iter()
+        .filter(|m| listeners.iter().any(|s| s.customer_id == m.customer_id))
+        .map(|m| m.id.clone())
+        .collect();
+    let reports = messages::dead_reports(txn, &ids).await?;
+    write(pipeline, txn, &listeners, reports.into_iter().map(|(customer, r)| (customer, Report::Dead(r)))).await
+}
+
+/// Reports, inside `txn`, endpoints' changes of state, each with its customer's id.
+pub async fn report_endpoints(
+    pipeline: &Pipeline,
+    txn: &impl ConnectionTrait,
+    reports: Vec<(String, EndpointReport)>,
+) -> Result<Announced, DbErr> {
+    if reports.is_empty() {
+        return Ok(Announced::default());
+    }
+    let mut customers: Vec<String> = reports.iter().map(|(customer, _)| customer.clone()).collect();
+    customers.sort();
+    customers.dedup();
+    let mut types: Vec<&str> = reports.iter().map(|(_, r)| r.event_type()).collect();
+    types.sort();
+    types.dedup();
+    let listeners = subscriptions::naming_types(txn, customers, &types).await?;
+    write(pipeline, txn, &listeners, reports.into_iter().map(|(customer, r)| (customer, Report::Endpoint(r)))).await
+}
+
+/// Stores each report that a listener takes, with one message per listener.
+async fn write(
+    pipeline: &Pipeline,
+    txn: &impl ConnectionTrait,
+    listeners: &[subscription::Model],
+    reports: impl Iterator<Item = (String, Report)>,
+) -> Result<Announced, DbErr> {
+    let mut of_customer: HashMap<&str, Vec<(&subscription::Model, Vec<String>)>> = HashMap::new();
+    for sub in listeners {
+        of_customer.entry(&sub.customer_id).or_default().push((sub, event_types(&sub.event_types)));
+    }
+    let now = pipeline.now_ms();
+    let time = crate::clock::to_utc(now).to_rfc3339();
+    let (mut events, mut new_messages) = (Vec::new(), Vec::new());
+    for (customer_id, report) in reports {
+        let event_type = report.event_type();
+        let takers = of_customer.get(customer_id.as_str()).into_iter().flatten().filter(|(sub, types)| {
+            types.iter().any(|t| operational::type_matches(t, event_type))
+                && report.about_endpoint() != Some(sub.endpoint_id.as_str())
+        });
+        let id = new_id("evt");
+        let mut row = event::Model {
+            id: id.clone(),
+            customer_id,
+            source: operational::SOURCE.into(),
+            ce_id: id.clone(),
+            event_type: event_type.into(),
+            payload: report.cloud_event(&id, &time).to_string(),
+            created_at: now,
+            message_ids: String::new(),
+        };
+        for (sub, _) in takers {
+            let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
+            msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
+            row.add_message_id(&msg.id);
+            new_messages.push(msg);
+        }
+        if !row.message_ids.is_empty() {
+            events.push(row);
+        }
+    }
+    if events.is_empty() {
+        return Ok(Announced::default());
+    }
+    bulk::insert(txn, &events).await?;
+    bulk::insert(txn, &new_messages).await?;
+    notify::send(txn, pipeline.wake.origin()).await?;
+    let mut endpoints: Vec<String> = new_messages.into_iter().map(|m| m.endpoint_id).collect();
+    endpoints.sort();
+    endpoints.dedup();
+    Ok(Announced { endpoints })
+}
