@@ -4,6 +4,7 @@ the built binary in real time, with a scriptable webhook receiver:
 - retries on an exponential schedule, with the same `webhook-id` on every try;
 - the dead reasons `non_retryable`, `attempts_exhausted` and `expired`, and replay of a dead message;
 - a dead message reported to the customer as an operational event, signed and a valid CloudEvent;
+- history removed after its retention, after which an event's `(source, id)` is new again;
 - `Retry-After` on 429, and a receiver that never answers (a `timeout`);
 - the circuit breaker with small thresholds (the HERALD_BREAKER_* env vars): disabled, probes, locked, held
   messages, admin-only unlock with an audit-log row;
@@ -322,6 +323,41 @@ def test_a_receiver_that_never_answers_is_a_timeout(tenant: Tenant, receiver: Re
     duration = detail["attempts"][0]["duration_ms"]
     assert 900 <= duration <= 5000, f"timeout_ms 1000 cuts the attempt after about 1 s: duration_ms {duration}"
     assert len(receiver.on_path(path)) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Retention (a process of its own keeping history for seconds)
+
+
+def test_history_past_its_retention_is_removed_and_its_key_is_then_new(
+    spawn_herald: Callable[..., HeraldServer],
+) -> None:
+    retention = {
+        "HERALD_RETENTION_MESSAGES_SECS": "2",
+        "HERALD_RETENTION_EVENTS_SECS": "3",
+        "HERALD_RETENTION_SWEEP_SECS": "1",
+    }
+    herald = spawn_herald("retention", env=retention)
+    tenant = herald.new_tenant("retention")
+    path, event_type = "/kept", "retention.test"
+    with Receiver() as receiver:
+        subscribe(tenant, receiver.url(path), event_type, exponential(1, 1, max_attempts=3))
+        event = cloud_event("order-1", event_type, "/retention")
+        message_id = tenant.client.publish(event).json()["events"][0]["message_ids"][0]
+        wait_for_message(tenant, message_id, ("delivered",))
+
+        def removed() -> bool:
+            return tenant.client.get(f"/api/v1/messages/{message_id}").status_code == 404
+
+        wait_until(removed, 15, "the delivered message to be removed after its retention")
+
+        def published_anew() -> list[dict] | None:
+            again = tenant.client.publish(event).json()["events"][0]
+            return None if again["duplicate"] else [again]
+
+        [again] = wait_until(published_anew, 15, "the event to be removed, so that its (source, id) is new again")
+        assert again["message_ids"] != [message_id], again
+        receiver.wait_for_path(path, 2)
 
 
 # ---------------------------------------------------------------------------------------------

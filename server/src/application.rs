@@ -13,7 +13,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
-use crate::pipeline::{Lanes, Pipeline, heartbeat};
+use crate::pipeline::{Lanes, Pipeline, heartbeat, retention};
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
 use crate::service::customers::ensure_admin_user;
@@ -111,6 +111,8 @@ impl Application {
     /// Serves until `shutdown` turns true; the lanes run unless `with_lanes` is false.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_lanes: bool) -> std::io::Result<()> {
         let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
+        let sweeper =
+            with_lanes.then(|| tokio::spawn(retention::run(self.services.pipeline.clone(), shutdown.clone())));
         let url = &self.services.settings.database_url;
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
@@ -132,6 +134,9 @@ impl Application {
         let _ = shutdown.wait_for(|stopped| *stopped).await;
         if let Some(lanes) = lanes {
             let _ = lanes.await;
+        }
+        if let Some(sweeper) = sweeper {
+            let _ = sweeper.await;
         }
         if let Some(checkpoints) = checkpoints {
             let _ = checkpoints.await;

@@ -30,6 +30,7 @@ pub struct Settings {
     pub breaker: BreakerSettings,
     pub delivery: DeliverySettings,
     pub limits: LimitSettings,
+    pub retention: RetentionSettings,
 }
 
 /// When a commit on SQLite reaches the disk. Herald runs SQLite in WAL mode.
@@ -72,6 +73,24 @@ pub struct DeliverySettings {
     pub endpoint_concurrency: usize,
     /// Seconds a claimed message stays leased beyond its timeout before another worker may reclaim it.
     pub lease_grace_secs: u64,
+}
+
+/// How long history is kept, and how often what has passed its time is removed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Seconds an event is kept after it was published (its `(source, id)` is unique meanwhile).
+    pub events_secs: u64,
+    /// Seconds a message and its attempts are kept after the message ended (delivered or dead).
+    pub messages_secs: u64,
+    /// Seconds between two sweeps.
+    pub sweep_secs: u64,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        RetentionSettings { events_secs: 30 * 86_400, messages_secs: 30 * 86_400, sweep_secs: 60 }
+    }
 }
 
 /// What one request may carry, and how fast one API key may publish.
@@ -117,6 +136,7 @@ impl Default for Settings {
             breaker: BreakerSettings::default(),
             delivery: DeliverySettings::default(),
             limits: LimitSettings::default(),
+            retention: RetentionSettings::default(),
         }
     }
 }
@@ -274,11 +294,21 @@ impl Settings {
         if l.publish_burst == 0 {
             return invalid("limits.publish_burst", "must be at least 1");
         }
+        let r = &self.retention;
+        for (field, value) in [
+            ("retention.events_secs", r.events_secs),
+            ("retention.messages_secs", r.messages_secs),
+            ("retention.sweep_secs", r.sweep_secs),
+        ] {
+            if value == 0 {
+                return invalid(field, "must be at least 1");
+            }
+        }
         Ok(self)
     }
 }
 
-/// `HERALD_*` variables (with `HERALD_BREAKER_*`, `HERALD_DELIVERY_*` and `HERALD_LIMITS_*` mapped
+/// `HERALD_*` variables (with `HERALD_BREAKER_*`, `HERALD_DELIVERY_*`, `HERALD_LIMITS_*` and `HERALD_RETENTION_*` mapped
 /// into their sections) and the conventional `DATABASE_URL`. Other `HERALD_*`
 /// variables belong to other tools and are left alone.
 fn environment() -> Figment {
@@ -295,7 +325,7 @@ fn environment() -> Figment {
     ];
     let herald = Env::prefixed("HERALD_").filter_map(|key| {
         let key = key.as_str().to_ascii_lowercase();
-        for section in ["breaker", "delivery", "limits"] {
+        for section in ["breaker", "delivery", "limits", "retention"] {
             if let Some(rest) = key.strip_prefix(&format!("{section}_")) {
                 return Some(format!("{section}.{rest}").into());
             }

@@ -23,6 +23,12 @@ pub fn new_id(prefix: &str) -> String {
     id
 }
 
+/// The smallest id with this prefix made at `ms` (unix milliseconds): every id
+/// made before then sorts below it.
+pub fn first_id_at(prefix: &str, ms: i64) -> String {
+    format!("{prefix}_{}", ulid::Ulid::from_parts(ms.max(0) as u64, 0))
+}
+
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     rand::rng().fill_bytes(&mut bytes);
@@ -49,6 +55,14 @@ mod tests {
         let a = new_id("msg");
         assert!(a.starts_with("msg_") && a.len() == 30);
         assert!(a < new_id("msg"), "later ids sort after earlier ones");
+    }
+
+    #[test]
+    fn ids_made_before_a_time_sort_below_its_first_id() {
+        let before = new_id("msg");
+        let now = chrono::Utc::now().timestamp_millis();
+        assert!(before < first_id_at("msg", now + 1));
+        assert!(first_id_at("msg", now - 1000) < before);
     }
 
     #[test]

@@ -615,3 +615,66 @@ async fn every_way_a_message_dies_is_reported_once_and_a_report_never_reports_it
     let (_, log) = app.get("/api/v1/messages?event_type=herald.message.dead&state=dead", &key).await;
     assert_eq!(log["data"].as_array().unwrap().len(), 3, "{log}");
 }
+
+#[tokio::test]
+async fn history_past_its_retention_is_removed_while_open_messages_and_their_events_stay() {
+    use herald::pipeline::retention::{Swept, sweep};
+    let app = TestApp::start_with(|s| {
+        s.retention.messages_secs = 600;
+        s.retention.events_secs = 3600;
+    })
+    .await;
+    let (rx, failing) = (TestReceiver::start().await, TestReceiver::start().await);
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "a", "url": rx.url, "event_types": ["a"]})).await;
+    let tomorrow = json!({"kind": "schedule", "delays_secs": [86400], "max_attempts": 5, "ttl_secs": 604800});
+    app.subscribe(&key, json!({"name": "b", "url": failing.url, "event_types": ["b"], "retry_policy": tomorrow})).await;
+    failing.answer(503);
+    let delivered = app.publish(&key, "e1", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    let waiting = app.publish(&key, "e2", "b").await["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.deliver_fresh().await, 2);
+    let pipeline = &app.services.pipeline;
+
+    app.advance_secs(599.0);
+    assert_eq!(sweep(pipeline).await.unwrap(), Swept::default(), "nothing has passed its time yet");
+    app.advance_secs(2.0);
+    assert_eq!(sweep(pipeline).await.unwrap(), Swept { messages: 1, attempts: 1, events: 0 });
+    assert_eq!(app.get(&format!("/api/v1/messages/{delivered}"), &key).await.0, 404);
+    assert_eq!(app.message(&key, &waiting).await["state"], "pending", "an open message is never removed");
+    assert_eq!(app.publish(&key, "e1", "a").await["duplicate"], true, "the event is kept longer than its message");
+
+    app.advance_secs(3000.0);
+    let fresh = app.publish(&key, "e3", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    assert_eq!(sweep(pipeline).await.unwrap(), Swept { messages: 0, attempts: 0, events: 1 }, "e1's event goes");
+    let republished = app.publish(&key, "e1", "a").await;
+    assert_eq!(republished["duplicate"], false, "after its removal, the same (source, id) is a new event");
+    let detail = app.message(&key, &waiting).await;
+    assert_eq!(detail["event"]["id"], "e2", "the event an open message needs stays: {detail}");
+    assert_eq!(app.message(&key, &fresh).await["state"], "delivered", "a message that ended lately stays");
+}
+
+#[tokio::test]
+async fn a_message_kept_longer_than_its_event_is_listed_but_cannot_be_replayed() {
+    use herald::pipeline::retention::{Swept, sweep};
+    let app = TestApp::start_with(|s| {
+        s.retention.messages_secs = 3600;
+        s.retention.events_secs = 60;
+    })
+    .await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let once = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 1});
+    app.subscribe(&key, json!({"name": "a", "url": rx.url, "event_types": ["a"], "retry_policy": once})).await;
+    rx.answer(503);
+    let id = app.publish(&key, "e1", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    app.deliver_fresh().await;
+    app.advance_secs(61.0);
+    assert_eq!(sweep(&app.services.pipeline).await.unwrap(), Swept { messages: 0, attempts: 0, events: 1 });
+    let detail = app.message(&key, &id).await;
+    assert_eq!((detail["state"].as_str(), &detail["event"]), (Some("dead"), &Value::Null), "{detail}");
+    let (status, problem) = app.post(&format!("/api/v1/messages/{id}/replay"), &key, json!({})).await;
+    assert_eq!(status, 409, "{problem}");
+    let (status, bulk) = app.post("/api/v1/messages/replay", &key, json!({"state": "dead"})).await;
+    assert_eq!((status, &bulk["replayed"]), (202, &json!(0)), "{bulk}");
+}

@@ -238,3 +238,20 @@ async fn the_overview_counts_each_state_and_every_customers_attempts() {
     let expected = [(2, "failure".to_string(), 1), (2, "success".to_string(), 3)];
     assert_eq!(all, expected, "every customer's attempts since the first minute, none before");
 }
+
+/// The pages retention frees go back to the file system: a SQLite file made
+/// before incremental auto-vacuum is converted by the migrations.
+#[tokio::test]
+async fn a_sqlite_file_runs_in_incremental_auto_vacuum() {
+    let (_test_db, db) = fresh_database().await;
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return;
+    }
+    let mode = || async {
+        let row = db.query_one_raw(Statement::from_string(DbBackend::Sqlite, "PRAGMA auto_vacuum")).await.unwrap();
+        row.unwrap().try_get_by_index::<i64>(0).unwrap()
+    };
+    assert_eq!(mode().await, 0, "a plain connection makes a file without auto-vacuum");
+    herald::store::migrate(&db).await.unwrap();
+    assert_eq!(mode().await, 2, "incremental");
+}

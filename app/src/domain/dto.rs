@@ -176,8 +176,8 @@ pub struct Attempt {
 pub struct MessageDetail {
     #[serde(flatten)]
     pub message: Message,
-    /// The CloudEvent as published.
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    /// The CloudEvent as published; null once retention removed it (`retention.events_secs`).
+    #[cfg_attr(feature = "ssr", schema(value_type = Option<Object>))]
     pub event: Value,
     pub attempts: Vec<Attempt>,
 }

@@ -22,6 +22,7 @@ mod job;
 mod lanes;
 pub mod operational;
 mod recorder;
+pub mod retention;
 mod retry_times;
 mod routes;
 mod send;

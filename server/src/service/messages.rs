@@ -82,6 +82,11 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Resul
         .await?
         .filter(|m| who.sees(&m.customer_id))
         .ok_or(ServiceError::NotFound("message"))?;
+    if events::get(&services.db, &row.event_id).await?.is_none() {
+        return Err(ServiceError::Conflict(
+            "the message's event is no longer kept (retention.events_secs): there is nothing to send".into(),
+        ));
+    }
     let only_this = MessageFilter { customer_id: Some(row.customer_id.clone()), ..MessageFilter::default() };
     let change = Change { who, action: "message.replay", target: &row.id, detail: json!({"event_id": row.event_id}) };
     if replay(services, &only_this, Some(vec![row.id.clone()]), change).await? == 0 {

@@ -20,6 +20,7 @@ pub mod owner;
 pub mod page;
 pub mod processes;
 pub mod recordset;
+pub mod retention;
 pub mod sessions;
 pub mod subscriptions;
 pub mod users;
@@ -29,7 +30,7 @@ use std::time::Duration;
 
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::postgres::PgSslMode;
-use sea_orm::sqlx::sqlite::{self, SqliteJournalMode};
+use sea_orm::sqlx::sqlite::{self, SqliteAutoVacuum, SqliteJournalMode};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
 
 use crate::config::SqliteSynchronous;
@@ -69,6 +70,8 @@ pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<Databa
                 SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
             };
             opts.journal_mode(SqliteJournalMode::Wal)
+                // Retention's sweeper gives freed pages back (a new file only; m0012 converts an older one).
+                .auto_vacuum(SqliteAutoVacuum::Incremental)
                 .synchronous(synchronous)
                 .busy_timeout(Duration::from_secs(10))
                 // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from

@@ -87,7 +87,7 @@ pub async fn defer(
     Ok(result.rows_affected == 1)
 }
 
-/// Makes a dead or delivered message due now as a new series: same id, its
+/// Makes a dead or delivered message (whose event is still kept) due now as a new series: same id, its
 /// attempts kept, a fresh attempt budget and TTL.
 pub async fn replay(
     db: &impl ConnectionTrait,
@@ -118,7 +118,9 @@ pub async fn replay(
             ),
         )
         .filter(filter.condition())
-        .filter(Column::State.is_in(replayable));
+        .filter(Column::State.is_in(replayable))
+        // A message whose event retention removed has nothing left to send.
+        .filter(Expr::cust("EXISTS (SELECT 1 FROM events WHERE events.id = messages.event_id)"));
     if let Some(ids) = ids {
         update = update.filter(Column::Id.is_in(ids));
     }

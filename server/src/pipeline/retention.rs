@@ -1,0 +1,101 @@
+//! The retention sweeper. Every `retention.sweep_secs` it removes the messages
+//! that ended (delivered or dead) more than `retention.messages_secs` ago, with
+//! their attempts, then the events published more than `retention.events_secs`
+//! ago that no open message needs, and on SQLite gives the freed pages back to
+//! the file system. It works in batches of a few hundred rows, each its own
+//! short transaction, so publishes and deliveries never wait long behind it.
+//! An open message (pending, delivering or held) is never removed.
+
+use std::time::Duration;
+
+use sea_orm::DbErr;
+use tokio::sync::watch;
+
+use super::Pipeline;
+use crate::store::retention;
+
+/// Rows read and removed per transaction.
+const BATCH: u64 = 500;
+/// SQLite pages given back per step (4 MiB of 4 KiB pages).
+const PAGES_PER_STEP: u32 = 1024;
+
+/// What one sweep removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    pub messages: u64,
+    pub attempts: u64,
+    pub events: u64,
+}
+
+/// Sweeps every `retention.sweep_secs` until shutdown.
+pub async fn run(pipeline: Pipeline, mut shutdown: watch::Receiver<bool>) {
+    let every = Duration::from_secs(pipeline.settings.retention.sweep_secs);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        if pipeline.health.is_down() {
+            continue;
+        }
+        match sweep(&pipeline).await {
+            Ok(swept) if swept != Swept::default() => tracing::info!(
+                messages = swept.messages,
+                attempts = swept.attempts,
+                events = swept.events,
+                "removed history past its retention"
+            ),
+            Ok(_) => {}
+            Err(e) => pipeline.health.failed("removing history past its retention", &e),
+        }
+    }
+}
+
+/// One sweep, at the pipeline's clock.
+pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
+    let (db, retention) = (&pipeline.db, &pipeline.settings.retention);
+    let now = pipeline.now_ms();
+    let mut swept = Swept::default();
+
+    let ended_before = now - retention.messages_secs as i64 * 1000;
+    loop {
+        let ids = retention::ended_messages(db, ended_before, BATCH).await?;
+        let last_batch = (ids.len() as u64) < BATCH;
+        let (messages, attempts) = retention::remove_messages(db, ids, ended_before).await?;
+        swept.messages += messages;
+        swept.attempts += attempts;
+        if last_batch {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+
+    // Events are read past a cursor: those an open message still needs stay, and are passed over.
+    let published_before = now - retention.events_secs as i64 * 1000;
+    let mut after: Option<String> = None;
+    loop {
+        let batch = retention::old_events(db, published_before, after.as_deref(), BATCH).await?;
+        let Some((last, _)) = batch.last() else { break };
+        after = Some(last.clone());
+        let message_ids =
+            batch.iter().flat_map(|(_, ids)| ids.split(',').filter(|id| !id.is_empty()).map(str::to_string)).collect();
+        let needed = retention::needed_events(db, message_ids).await?;
+        let removable = batch.iter().map(|(id, _)| id).filter(|id| !needed.contains(*id)).cloned().collect();
+        swept.events += retention::remove_events(db, removable).await?;
+        if (batch.len() as u64) < BATCH {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+
+    while retention::give_back_free_pages(db, PAGES_PER_STEP).await? > u64::from(PAGES_PER_STEP) {
+        tokio::task::yield_now().await;
+    }
+    for (kind, count) in [("messages", swept.messages), ("attempts", swept.attempts), ("events", swept.events)] {
+        metrics::counter!("herald_retention_removed_total", "kind" => kind).increment(count);
+    }
+    Ok(swept)
+}
