@@ -116,6 +116,9 @@ def body_for(method: str, path: str, victim: Victim) -> dict[str, Any] | None:
         return None
     if path == "/api/v1/events":
         return cloud_event(f"iso-{secrets.token_hex(6)}", "iso.ok", "/intruder") | {"customer_id": victim.tenant.id}
+    if path == "/api/v1/events/replay":
+        window = {"since": "2000-01-01T00:00:00Z", "until": "2000-12-31T00:00:00Z"}
+        return window | {"subscription_id": victim.subscription_id}
     if path == "/api/v1/messages/replay":
         return {"subscription_id": victim.subscription_id, "state": "dead", "customer_id": victim.tenant.id}
     if path.startswith("/api/v1/subscriptions"):

@@ -13,6 +13,7 @@ by the hooks below (they only turn requests the document calls valid into ones t
 accept, and never make a request the document calls invalid look valid, or the reverse):
   - the opaque `cursor` of the lists: only `next_cursor` values are cursors;
   - `min_delay_secs <= max_delay_secs` of an exponential retry policy (a rule across two fields);
+  - a time window's `since` before its `until`, and a replayed window of at most 366 days;
   - dashboard usernames are unique, and a customer user's `customer_id` must exist.
 The server is the session's shared one, so the customer's run uses a tenant of this module's own,
 and the admin's run pins every valid `customer_id` (query parameter and body field, or sets it
@@ -52,6 +53,7 @@ HOOKS = textwrap.dedent(
     import itertools
     import os
     import re
+    from datetime import datetime, timedelta
 
     import schemathesis
 
@@ -79,6 +81,24 @@ HOOKS = textwrap.dedent(
         return isinstance(value, str) and len(value) <= max_len and TEXT.fullmatch(value) is not None
 
 
+    def _time(value):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+
+    def _window(fields, longest):
+        # `since` must come before `until`, and a replay's window spans at most 366 days.
+        since, until = _time(fields.get("since")), _time(fields.get("until"))
+        if since is None or until is None:
+            return
+        if since.tzinfo is None or until.tzinfo is None:
+            return
+        if since >= until or (longest is not None and until - since > longest):
+            fields["since"] = (until - timedelta(hours=1)).isoformat()
+
+
     def _int(value):
         # A whole number, however it is written (42 or 42.0): the API takes both.
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -95,9 +115,13 @@ HOOKS = textwrap.dedent(
         cursor = query.get("cursor")
         if isinstance(cursor, str) and CURSOR_SHAPE.fullmatch(cursor) and not _is_cursor(cursor):
             query["cursor"] = base64.urlsafe_b64encode(b"c1:zz").decode().rstrip("=")
+        if operation == "GET /api/v1/events":
+            _window(query, None)
         body = case.body
         if not isinstance(body, dict):
             return case
+        if operation == "POST /api/v1/events/replay":
+            _window(body, timedelta(days=366))
         policy = body.get("retry_policy")
         if isinstance(policy, dict) and policy.get("kind") == "exponential":
             low, high = policy.get("min_delay_secs"), policy.get("max_delay_secs")

@@ -5,6 +5,7 @@ the built binary in real time, with a scriptable webhook receiver:
 - the dead reasons `non_retryable`, `attempts_exhausted` and `expired`, and replay of a dead message;
 - a dead message reported to the customer as an operational event, signed and a valid CloudEvent;
 - history removed after its retention, after which an event's `(source, id)` is new again;
+- a window of the event archive replayed to a subscription made after it, signed;
 - `Retry-After` on 429, and a receiver that never answers (a `timeout`);
 - the circuit breaker with small thresholds (the HERALD_BREAKER_* env vars): disabled, probes, locked, held
   messages, admin-only unlock with an audit-log row;
@@ -25,7 +26,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -227,6 +228,29 @@ def test_a_dead_message_is_reported_as_a_signed_cloudevent_to_the_subscription_n
         "last_status": 400,
     }
     receiver.assert_quiet(ops_path, 1.0)
+
+
+def test_a_window_of_the_archive_replayed_to_a_later_subscription_arrives_signed(
+    tenant: Tenant, receiver: Receiver
+) -> None:
+    event_type, path = unique("archived"), f"/{unique('late')}"
+    since = datetime.now(timezone.utc) - timedelta(minutes=1)
+    published = [unique("order") for _ in range(3)]
+    for event_id in published:
+        tenant.client.publish(cloud_event(event_id, event_type, "/archive"))
+    tenant.client.publish(cloud_event(unique("other"), unique("other"), "/archive"))
+    until = datetime.now(timezone.utc) + timedelta(minutes=1)
+    late = subscribe(tenant, receiver.url(path), event_type, exponential(1, 1, max_attempts=3))
+
+    window = {"since": since.isoformat(), "until": until.isoformat(), "subscription_id": late["id"]}
+    replayed = tenant.client.post("/api/v1/events/replay", json=window, expect=202).json()
+    assert replayed == {"replayed": 3}, replayed
+    reqs = receiver.wait_for_path(path, 3)
+    webhook = standardwebhooks.Webhook(late["secret"])
+    for req in reqs:
+        webhook.verify(req.body, req.headers)
+    assert sorted(event_id_of(r) for r in reqs) == sorted(published)
+    receiver.assert_quiet(path, 1.0)
 
 
 def test_always_503_with_max_attempts_3_is_dead_attempts_exhausted_after_three(

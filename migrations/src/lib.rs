@@ -16,6 +16,7 @@ mod m0009_processes;
 mod m0010_first_failure;
 mod m0011_audit_customer;
 mod m0012_incremental_vacuum;
+mod m0013_event_archive;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0010_first_failure::Migration),
             Box::new(m0011_audit_customer::Migration),
             Box::new(m0012_incremental_vacuum::Migration),
+            Box::new(m0013_event_archive::Migration),
         ]
     }
 }

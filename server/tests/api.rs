@@ -371,3 +371,129 @@ async fn every_change_writes_one_audit_row_and_a_customer_reads_its_own() {
     let (status, problem) = app.get("/api/v1/audit-log?since=yesterday", &key).await;
     assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some("since")), "{problem}");
 }
+
+fn ids_of(page: &Value) -> Vec<&str> {
+    page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect()
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap().to_rfc3339()
+}
+
+async fn publish_from(app: &TestApp, key: &str, id: &str, source: &str, event_type: &str) {
+    let event = json!({"specversion": "1.0", "id": id, "source": source, "type": event_type, "data": {"n": id}});
+    let (status, body) = app.post("/api/v1/events", key, event).await;
+    assert_eq!(status, 202, "{body}");
+}
+
+#[tokio::test]
+async fn the_archive_lists_and_finds_kept_events_by_filter_and_id() {
+    let app = TestApp::start().await;
+    let (a_id, key) = app.customer("acme").await;
+    let (_, other) = app.customer("globex").await;
+    let t0 = app.now_ms();
+    publish_from(&app, &key, "e1", "/shop", "a").await;
+    app.advance_secs(10.0);
+    publish_from(&app, &key, "e2", "/shop", "b").await;
+    app.advance_secs(10.0);
+    publish_from(&app, &key, "e3", "/other", "a").await;
+
+    let list = |query: String| {
+        let app = &app;
+        let key = key.clone();
+        async move {
+            let (status, page) = app.get(&format!("/api/v1/events{query}"), &key).await;
+            assert_eq!(status, 200, "{query}: {page}");
+            page
+        }
+    };
+    assert_eq!(ids_of(&list(String::new()).await), ["e3", "e2", "e1"], "newest first");
+    assert_eq!(ids_of(&list("?type=a".into()).await), ["e3", "e1"]);
+    assert_eq!(ids_of(&list("?source=/shop".into()).await), ["e2", "e1"]);
+    let window = format!("?since={}&until={}", rfc3339(t0 + 5_000), rfc3339(t0 + 15_000));
+    assert_eq!(ids_of(&list(window.replace('+', "%2B")).await), ["e2"]);
+    let first = list("?limit=2".into()).await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    assert_eq!(ids_of(&list(format!("?limit=2&cursor={cursor}")).await), ["e1"]);
+    let (_, theirs) = app.get("/api/v1/events", &other).await;
+    assert!(ids_of(&theirs).is_empty(), "another customer's archive is its own");
+
+    let (status, e2) = app.get("/api/v1/events/e2", &key).await;
+    assert_eq!((status, e2["event"]["data"]["n"].as_str(), e2["type"].as_str()), (200, Some("e2"), Some("b")), "{e2}");
+    assert_eq!(app.get("/api/v1/events/e2", &other).await.0, 404);
+    let (status, problem) = app.get("/api/v1/events/e2", ADMIN_TOKEN).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["customer_id".to_string()]));
+    assert_eq!(app.get(&format!("/api/v1/events/e2?customer_id={a_id}"), ADMIN_TOKEN).await.0, 200);
+
+    publish_from(&app, &key, "twin", "/x", "a").await;
+    publish_from(&app, &key, "twin", "/y", "a").await;
+    let (status, problem) = app.get("/api/v1/events/twin", &key).await;
+    assert_eq!(status, 409, "two kept events have the id, and no source says which: {problem}");
+    let (status, twin) = app.get("/api/v1/events/twin?source=/y", &key).await;
+    assert_eq!((status, twin["source"].as_str()), (200, Some("/y")));
+    let empty = format!("/api/v1/events?since={}&until={}", rfc3339(t0), rfc3339(t0)).replace('+', "%2B");
+    let (status, problem) = app.get(&empty, &key).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["until".to_string()]));
+}
+
+#[tokio::test]
+async fn a_window_of_the_archive_is_replayed_to_a_subscription_made_after_it() {
+    let app = TestApp::start().await;
+    let rx = common::TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let (_, other) = app.customer("globex").await;
+    let t0 = app.now_ms();
+    publish_from(&app, &key, "e1", "/shop", "a").await;
+    app.advance_secs(10.0);
+    publish_from(&app, &key, "e2", "/shop", "b").await;
+    app.advance_secs(10.0);
+    publish_from(&app, &key, "e3", "/other", "a").await;
+    publish_from(&app, &key, "e4", "/other", "c").await;
+    let late = app.subscribe(&key, json!({"name": "late", "url": rx.url, "event_types": ["a", "b"]})).await;
+    let sub_id = late["id"].as_str().unwrap();
+    let theirs = app.subscribe(&other, json!({"name": "x", "url": rx.url, "event_types": ["*"]})).await;
+
+    let whole = |extra: Value| {
+        let mut body = json!({"since": rfc3339(t0 - 1000), "until": rfc3339(t0 + 60_000), "subscription_id": sub_id});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body
+    };
+    for (body, field) in [
+        (json!({"since": rfc3339(t0), "until": rfc3339(t0), "subscription_id": sub_id}), "until"),
+        (json!({"since": rfc3339(t0), "until": rfc3339(t0 + 367 * 86_400_000), "subscription_id": sub_id}), "until"),
+        (whole(json!({"colour": "red"})), "colour"),
+        (whole(json!({"event_types": []})), "event_types"),
+        (json!({"until": rfc3339(t0), "subscription_id": sub_id}), "since"),
+        (whole(json!({"since": "yesterday"})), "since"),
+    ] {
+        let (status, problem) = app.post("/api/v1/events/replay", &key, body.clone()).await;
+        assert_eq!((status, fields(&problem)), (422, vec![field.to_string()]), "{body}: {problem}");
+    }
+    for unseen in [theirs["id"].clone(), json!("sub_nope")] {
+        let (status, problem) =
+            app.post("/api/v1/events/replay", &key, whole(json!({"subscription_id": unseen}))).await;
+        assert_eq!((status, fields(&problem)), (404, vec!["subscription_id".to_string()]), "{problem}");
+    }
+    let (_, log) = app.get(&format!("/api/v1/messages?subscription_id={sub_id}"), &key).await;
+    assert!(ids_of(&log).is_empty(), "a refused replay changes nothing");
+
+    let window = json!({"since": rfc3339(t0 - 1000), "until": rfc3339(t0 + 15_000), "subscription_id": sub_id});
+    let (status, replayed) = app.post("/api/v1/events/replay", &key, window).await;
+    assert_eq!((status, &replayed["replayed"]), (202, &json!(2)), "e1 and e2 are in the window: {replayed}");
+    let (_, narrowed) =
+        app.post("/api/v1/events/replay", &key, whole(json!({"event_types": ["a"], "source": "/other"}))).await;
+    assert_eq!(narrowed["replayed"], 1, "only e3: {narrowed}");
+    assert_eq!(app.deliver_fresh().await, 3);
+    let mut got: Vec<String> = rx
+        .seen()
+        .iter()
+        .map(|seen| serde_json::from_slice::<Value>(&seen.body).unwrap()["id"].as_str().unwrap().to_string())
+        .collect();
+    got.sort();
+    assert_eq!(got, ["e1", "e2", "e3"]);
+    let (_, e1) = app.get("/api/v1/events/e1", &key).await;
+    assert_eq!(e1["message_ids"].as_array().unwrap().len(), 1, "the replay's message is the event's: {e1}");
+    let (_, audit) = app.get("/api/v1/audit-log?action=events.replay", &key).await;
+    let rows = audit["data"].as_array().unwrap();
+    assert_eq!((rows.len(), &rows[0]["target"], &rows[0]["detail"]["replayed"]), (2, &json!(sub_id), &json!(1)));
+}

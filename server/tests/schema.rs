@@ -54,7 +54,7 @@ async fn every_index_compares_its_text_byte_by_byte() {
     let names: Vec<&str> = keys.iter().map(|(key, _)| key.as_str()).collect();
     if db.get_database_backend() == DbBackend::Postgres {
         for held in
-            ["messages_pkey.id", "idx_messages_customer_undelivered.state", "uq_events_customer_source_id.ce_id"]
+            ["messages_pkey.id", "idx_messages_customer_undelivered.state", "uq_events_customer_id_source.ce_id"]
         {
             assert!(names.contains(&held), "{held} not among {names:?}");
         }

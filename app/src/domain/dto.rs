@@ -134,6 +134,30 @@ pub struct PublishResult {
     pub events: Vec<PublishedEvent>,
 }
 
+/// An event as the archive keeps it: its CloudEvent `id`, `source` and `type`,
+/// when Herald accepted it, and its messages (one per subscription it went to,
+/// replays included).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct Event {
+    pub id: String,
+    pub source: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub published_at: DateTime<Utc>,
+    pub message_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct EventDetail {
+    #[serde(flatten)]
+    pub summary: Event,
+    /// The CloudEvent as published.
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub event: Value,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct Message {

@@ -12,8 +12,9 @@ use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{
-    BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, ListErrors,
-    MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors, UnlockBody, UnlockErrors,
+    BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, EventKeyQuery,
+    EventQuery, EventReadErrors, ListErrors, MessageQuery, PreviewBody, PublishErrors, ReadErrors, ReplayErrors,
+    ReplayWindowBody, UnlockBody, UnlockErrors, WindowReplayErrors,
 };
 use super::state::ApiState;
 use super::subscriptions::ListParams;
@@ -22,7 +23,10 @@ use crate::service::{Principal, endpoints, events, messages, policies};
 
 pub fn router() -> Router<ApiState> {
     Router::new()
-        .route("/api/v1/events", post(publish))
+        .route("/api/v1/events", post(publish).get(list_events))
+        // `GET /api/v1/events/replay` is the event whose id is `replay`.
+        .route("/api/v1/events/replay", post(replay_window).get(event_named_replay))
+        .route("/api/v1/events/{id}", get(event_detail))
         .route("/api/v1/messages", get(list_messages))
         .route("/api/v1/messages/replay", post(replay_bulk))
         .route("/api/v1/messages/{id}", get(message_detail))
@@ -53,6 +57,66 @@ async fn publish(
 ) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
     let parsed = events::parse(body.value, body.batch)?;
     Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, q.customer_id.as_deref(), parsed).await?)))
+}
+
+#[derive(Deserialize, Default)]
+struct EventParams {
+    limit: Option<String>,
+    cursor: Option<String>,
+    #[serde(flatten)]
+    filter: events::EventQuery,
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventQuery),
+    responses((status = 200, description = "Kept events, newest first", body = dto::Page<dto::Event>), ListErrors))]
+async fn list_events(
+    State(s): State<ApiState>,
+    who: Principal,
+    Params(p): Params<EventParams>,
+) -> ApiResult<Json<dto::Page<dto::Event>>> {
+    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
+    Ok(Json(events::list(&s, &who, &p.filter, page).await?))
+}
+
+#[derive(Deserialize, Default)]
+struct EventKeyParams {
+    source: Option<String>,
+    customer_id: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/events/{id}", tag = "events",
+    params(("id" = String, Path, description = "The event's CloudEvent id", pattern = r"^[^\x00]*$"), EventKeyQuery),
+    responses((status = 200, description = "The event as published, with its messages", body = dto::EventDetail),
+        EventReadErrors))]
+async fn event_detail(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<String>,
+    Params(q): Params<EventKeyParams>,
+) -> ApiResult<Json<dto::EventDetail>> {
+    Ok(Json(events::get(&s, &who, q.customer_id.as_deref(), &id, q.source.as_deref()).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/events/replay", tag = "events", params(EventKeyQuery),
+    responses((status = 200, description = "The event whose CloudEvent id is `replay` (`GET /api/v1/events/{id}`)",
+        body = dto::EventDetail), EventReadErrors))]
+async fn event_named_replay(
+    State(s): State<ApiState>,
+    who: Principal,
+    Params(q): Params<EventKeyParams>,
+) -> ApiResult<Json<dto::EventDetail>> {
+    Ok(Json(events::get(&s, &who, q.customer_id.as_deref(), "replay", q.source.as_deref()).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/events/replay", tag = "events", request_body = ReplayWindowBody,
+    responses((status = 202, description = "How many new messages the window's events got", body = dto::ReplayResult),
+        WindowReplayErrors))]
+async fn replay_window(
+    State(s): State<ApiState>,
+    who: Principal,
+    body: JsonBody,
+) -> ApiResult<(StatusCode, Json<dto::ReplayResult>)> {
+    Ok((StatusCode::ACCEPTED, Json(events::replay_window(&s, &who, &body.value).await?)))
 }
 
 #[derive(Deserialize, Default)]

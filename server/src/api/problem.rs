@@ -53,6 +53,11 @@ impl ApiError {
             ApiError::Service(ServiceError::NotFound(what)) => {
                 (StatusCode::NOT_FOUND, format!("{what} not found"), vec![])
             }
+            ApiError::Service(ServiceError::NotFoundField { field, what }) => (
+                StatusCode::NOT_FOUND,
+                format!("{field}: no such {what}"),
+                vec![FieldError::new(field, format!("no such {what}"))],
+            ),
             ApiError::Service(ServiceError::Invalid(errors)) => {
                 let detail = errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
                 (StatusCode::UNPROCESSABLE_ENTITY, detail, errors)

@@ -151,6 +151,23 @@ described! {
         .required("state")
         .into();
 
+    /// A window of kept events to send again to one subscription: every event published in
+    /// `[since, until)` (at most 366 days) that the subscription accepts, narrowed by `event_types`
+    /// and `source`, gets a new message for it.
+    ReplayWindowBody => closed_object()
+        .property("since", date_time(false, "RFC 3339"))
+        .property("until", date_time(false, "RFC 3339; after `since`, at most 366 days later"))
+        .property("subscription_id", text(64, false))
+        .property(
+            "event_types",
+            ArrayBuilder::new().schema_type(ty(Type::Array, true)).items(text(200, false)).min_items(Some(1)).max_items(Some(100)),
+        )
+        .property("source", text(1024, true))
+        .required("since")
+        .required("until")
+        .required("subscription_id")
+        .into();
+
     /// What an unlock does with the messages the lock held: `deliver` them (the default), end them
     /// `dead` (`dead_reason` `expired`), or `dead_older_than` ends those created more than
     /// `older_than_secs` ago and delivers the rest.
@@ -392,6 +409,33 @@ impl IntoParams for MessageQuery {
     }
 }
 
+/// The archive's filters.
+pub struct EventQuery;
+
+impl IntoParams for EventQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let mut params = page_params();
+        params.extend([
+            query("source", id_filter(), "Only events of this source"),
+            query("type", id_filter(), "Only events of this type"),
+            query("since", or_empty(date_time(false, "RFC 3339")), "Published at or after this RFC 3339 time"),
+            query("until", or_empty(date_time(false, "RFC 3339")), "Published before this RFC 3339 time"),
+            customer_param(),
+        ]);
+        params
+    }
+}
+
+/// Which event of an id: its `source` (needed only when two kept events share the id), and the
+/// admin's `customer_id`.
+pub struct EventKeyQuery;
+
+impl IntoParams for EventKeyQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![query("source", id_filter(), "The event's source, when two kept events share its id"), customer_param()]
+    }
+}
+
 /// The audit log's filters, `limit`, `cursor` and the admin's `customer_id`.
 pub struct AuditQuery;
 
@@ -476,8 +520,13 @@ problems! {
     CreateErrors = [400, 401, 404, 413, 415, 422, 431, 503];
     /// A request with a JSON body that only validates.
     BodyErrors = [400, 401, 413, 415, 422, 431, 503];
+    /// Replaying a window of the archive (404: no such subscription, named in `errors`).
+    WindowReplayErrors = [400, 401, 404, 413, 415, 422, 431, 503];
     /// Replaying one message.
     ReplayErrors = [400, 401, 404, 409, 431, 503];
+    /// One event by its CloudEvent id (409: more than one kept event has the id and no `source`
+    /// says which; 422: the admin named no customer).
+    EventReadErrors = [400, 401, 404, 409, 422, 431, 503];
     /// Unlocking an endpoint.
     UnlockErrors = [400, 401, 403, 404, 409, 413, 415, 422, 431, 503];
     /// Publishing.

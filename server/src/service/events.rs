@@ -1,18 +1,24 @@
-//! Publishing: parsing, who may publish for whom, and the test event. The
-//! events and their messages are written by the intake (group commit).
+//! Publishing: parsing, who may publish for whom, and the test event (the
+//! events and their messages are written by the intake, by group commit); the
+//! archive of kept events, and the replay of a time window of it.
 
 use app::domain::dto;
 use app::domain::errors::FieldError;
 use app::domain::event::CloudEvent;
+use app::domain::input::Fields;
 use app::domain::operational;
 use sea_orm::TransactionTrait;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{Principal, Result, ServiceError, Services};
+use super::messages::parse_time;
+use super::subscriptions::read_event_types;
+use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::new_id;
-use crate::store::entities::event;
+use crate::store::entities::{event, message};
+use crate::store::events::EventFilter;
 use crate::store::messages::pending_message;
-use crate::store::subscriptions::policy_of;
+use crate::store::page::{self, PageRequest};
+use crate::store::subscriptions::{event_types, policy_of};
 use crate::store::{customers, events, messages, notify, subscriptions};
 
 pub const MAX_BATCH: usize = 1000;
@@ -103,4 +109,167 @@ pub async fn send_test(services: &Services, who: &Principal, subscription_id: &s
     txn.commit().await?;
     services.pipeline.wake.notify_one();
     Ok(id)
+}
+
+/// The archive's query parameters, as received.
+#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
+pub struct EventQuery {
+    pub customer_id: Option<String>,
+    pub source: Option<String>,
+    #[serde(rename = "type")]
+    pub event_type: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+}
+
+/// The longest window a replay covers.
+const MAX_WINDOW_MS: i64 = 366 * 86_400_000;
+/// Events read, and messages written, per transaction of a replay.
+const REPLAY_BATCH: u64 = 500;
+
+fn non_empty(value: &Option<String>) -> Option<String> {
+    value.clone().filter(|v| !v.is_empty())
+}
+
+/// `since` and `until` as a window, `until` after `since` when both are given.
+fn window(since: Option<&str>, until: Option<&str>) -> Result<(Option<i64>, Option<i64>)> {
+    let since_ms = parse_time("since", since)?;
+    let until_ms = parse_time("until", until)?;
+    if let (Some(since), Some(until)) = (since_ms, until_ms)
+        && since >= until
+    {
+        return Err(ServiceError::field("until", "must be after since"));
+    }
+    Ok((since_ms, until_ms))
+}
+
+fn summary(row: &event::Model) -> dto::Event {
+    dto::Event {
+        id: row.ce_id.clone(),
+        source: row.source.clone(),
+        event_type: row.event_type.clone(),
+        published_at: crate::clock::to_utc(row.created_at),
+        message_ids: row.message_id_list(),
+    }
+}
+
+/// A page of the kept events, newest first.
+pub async fn list(
+    services: &Services,
+    who: &Principal,
+    q: &EventQuery,
+    page: PageRequest,
+) -> Result<dto::Page<dto::Event>> {
+    let (since_ms, until_ms) = window(q.since.as_deref(), q.until.as_deref())?;
+    let filter = EventFilter {
+        customer_id: who.customer_filter(q.customer_id.as_deref()),
+        source: non_empty(&q.source),
+        event_type: non_empty(&q.event_type),
+        since_ms,
+        until_ms,
+    };
+    let rows = events::list(&services.db, &filter, &page).await?;
+    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
+    Ok(dto::Page { data: rows.iter().map(summary).collect(), next_cursor })
+}
+
+/// A kept event by its CloudEvent id (and source, needed only when two kept events share the id).
+pub async fn get(
+    services: &Services,
+    who: &Principal,
+    customer_id: Option<&str>,
+    ce_id: &str,
+    source: Option<&str>,
+) -> Result<dto::EventDetail> {
+    let customer_id = who.customer_for_write(customer_id)?;
+    let source = source.filter(|s| !s.is_empty());
+    let mut found = events::by_ce_id(&services.db, &customer_id, ce_id, source).await?;
+    if found.len() > 1 {
+        return Err(ServiceError::Conflict(
+            "more than one kept event has this id: name the one meant with ?source=".into(),
+        ));
+    }
+    let row = found.pop().ok_or(ServiceError::NotFound("event"))?;
+    let event = serde_json::from_str(&row.payload).unwrap_or(Value::Null);
+    Ok(dto::EventDetail { summary: summary(&row), event })
+}
+
+/// Gives every kept event published in `[since, until)` that the subscription
+/// accepts (narrowed by `event_types` and `source`) a new message for it: a new
+/// id, a fresh attempt budget and TTL, whether or not it had one before. Written
+/// a few hundred at a time, each batch in its own transaction.
+pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
+    let mut f = Fields::new(body, "")?;
+    let since = f.string("since", true, 64);
+    let until = f.string("until", true, 64);
+    let subscription_id = f.string("subscription_id", true, 64);
+    let only_types = read_event_types(&mut f, false);
+    let source = f.string("source", false, 1024);
+    f.finish()?;
+    // Both are present: finish() refused the body otherwise.
+    let (Some(since_ms), Some(until_ms)) = window(since.as_deref(), until.as_deref())? else {
+        return Err(ServiceError::field("since", "is required"));
+    };
+    if until_ms - since_ms > MAX_WINDOW_MS {
+        return Err(ServiceError::field("until", "the window is at most 366 days"));
+    }
+    let sub = subscriptions::get(&services.db, subscription_id.as_deref().unwrap_or_default())
+        .await?
+        .filter(|s| who.sees(&s.customer_id))
+        .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;
+    let listed = event_types(&sub.event_types);
+    let accepts = |event_type: &str| {
+        listed.iter().any(|t| operational::type_matches(t, event_type))
+            && only_types.as_ref().is_none_or(|only| only.iter().any(|t| t == event_type))
+    };
+    let ttl_ms = policy_of(&sub).ttl_secs as i64 * 1000;
+    let filter = EventFilter {
+        customer_id: Some(sub.customer_id.clone()),
+        source: source.clone(),
+        event_type: None,
+        since_ms: Some(since_ms),
+        until_ms: Some(until_ms),
+    };
+    let mut replayed = 0u64;
+    let mut after: Option<String> = None;
+    loop {
+        let batch = events::oldest_first(&services.db, &filter, after.as_deref(), REPLAY_BATCH).await?;
+        let Some(last) = batch.last() else { break };
+        after = Some(last.id.clone());
+        let now = services.now_ms();
+        let new_messages: Vec<message::Model> = batch
+            .iter()
+            .filter(|e| accepts(&e.event_type))
+            .map(|e| {
+                let mut msg = pending_message(e, sub.id.clone(), sub.endpoint_id.clone(), now);
+                msg.expires_at = now + ttl_ms;
+                msg
+            })
+            .collect();
+        if !new_messages.is_empty() {
+            let listed: Vec<(String, String)> =
+                new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();
+            replayed += new_messages.len() as u64;
+            let txn = services.db.begin().await?;
+            messages::insert_many(&txn, new_messages).await?;
+            events::add_message_ids(&txn, &listed).await?;
+            notify::send(&txn, services.pipeline.wake.origin()).await?;
+            txn.commit().await?;
+            services.pipeline.wake.stored_for([sub.endpoint_id.clone()]);
+        }
+        if (batch.len() as u64) < REPLAY_BATCH {
+            break;
+        }
+    }
+    let mut detail = json!({"since": since, "until": until, "replayed": replayed});
+    if let Some(types) = only_types {
+        detail["event_types"] = json!(types);
+    }
+    if let Some(source) = source {
+        detail["source"] = json!(source);
+    }
+    let txn = services.db.begin().await?;
+    audit::record(&txn, services, who, "events.replay", &sub.id, Some(&sub.customer_id), detail).await?;
+    txn.commit().await?;
+    Ok(dto::ReplayResult { replayed })
 }

@@ -57,6 +57,9 @@ impl Services {
 pub enum ServiceError {
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// A body's field names an object the caller cannot see (none, or another customer's).
+    #[error("{what} not found")]
+    NotFoundField { field: &'static str, what: &'static str },
     #[error("invalid input")]
     Invalid(Vec<FieldError>),
     #[error("this action needs an admin")]

@@ -53,23 +53,7 @@ fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Ch
             Err(e) => f.errors.push(e),
         }
     }
-    match f.value("event_types") {
-        None if creating => f.error("event_types", "is required"),
-        None => {}
-        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_EVENT_TYPES => {
-            let mut types = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                match item.as_str().map(|s| (s, check_text(s, 200))) {
-                    Some((s, Ok(()))) => types.push(s.to_string()),
-                    Some((_, Err(message))) => f.error(&format!("event_types[{i}]"), message),
-                    None => f.error(&format!("event_types[{i}]"), "must be a string"),
-                }
-            }
-            types.dedup();
-            c.event_types = Some(types);
-        }
-        Some(_) => f.error("event_types", "must be a list of 1 to 100 event types (or [\"*\"])"),
-    }
+    c.event_types = read_event_types(&mut f, creating);
     if let Some(value) = f.value("retry_policy") {
         match RetryPolicy::parse(value, "retry_policy") {
             Ok(policy) => c.retry_policy = Some(policy),
@@ -216,6 +200,33 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
     txn.commit().await?;
     services.pipeline.wake.notify_one();
     with_secret(services, row)
+}
+
+/// Reads `event_types`: a list of 1 to 100 event types (or `["*"]`).
+pub(super) fn read_event_types(f: &mut Fields, required: bool) -> Option<Vec<String>> {
+    match f.value("event_types") {
+        None if required => {
+            f.error("event_types", "is required");
+            None
+        }
+        None => None,
+        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_EVENT_TYPES => {
+            let mut types = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item.as_str().map(|s| (s, check_text(s, 200))) {
+                    Some((s, Ok(()))) => types.push(s.to_string()),
+                    Some((_, Err(message))) => f.error(&format!("event_types[{i}]"), message),
+                    None => f.error(&format!("event_types[{i}]"), "must be a string"),
+                }
+            }
+            types.dedup();
+            Some(types)
+        }
+        Some(_) => {
+            f.error("event_types", "must be a list of 1 to 100 event types (or [\"*\"])");
+            None
+        }
+    }
 }
 
 /// Deletes the subscription; its undelivered messages end `dead` with

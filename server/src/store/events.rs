@@ -4,15 +4,18 @@
 use std::sync::LazyLock;
 
 use foldhash::{HashSet, HashSetExt};
+use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, Statement, TransactionTrait, TryInsertResult,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait, TryInsertResult,
 };
 
 use super::entities::event::{self, Column, Entity as Events};
 use super::entities::message;
+use super::page::PageRequest;
 use super::recordset::{self, Arrays, Type, col};
 use super::{bulk, messages};
+use crate::ids::first_id_at;
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
 pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<bool, DbErr> {
@@ -211,6 +214,103 @@ pub async fn find_by_key(
         .filter(Column::CeId.eq(ce_id))
         .one(db)
         .await
+}
+
+/// The archive's filters; `None` means any.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub customer_id: Option<String>,
+    pub source: Option<String>,
+    pub event_type: Option<String>,
+    /// Published at or after.
+    pub since_ms: Option<i64>,
+    /// Published before.
+    pub until_ms: Option<i64>,
+}
+
+impl EventFilter {
+    fn condition(&self) -> sea_orm::Condition {
+        let mut cond = sea_orm::Condition::all();
+        if let Some(v) = &self.customer_id {
+            cond = cond.add(Column::CustomerId.eq(v.as_str()));
+        }
+        if let Some(v) = &self.source {
+            cond = cond.add(Column::Source.eq(v.as_str()));
+        }
+        if let Some(v) = &self.event_type {
+            cond = cond.add(Column::EventType.eq(v.as_str()));
+        }
+        if let Some(v) = self.since_ms {
+            cond = cond.add(Column::CreatedAt.gte(v));
+        }
+        if let Some(v) = self.until_ms {
+            // An id begins with its creation time, which is never after the publish time: the
+            // bound lets the scan of the customer's events start at the window's end.
+            cond = cond.add(Column::Id.lt(first_id_at("evt", v))).add(Column::CreatedAt.lt(v));
+        }
+        cond
+    }
+}
+
+/// A page of events, newest first.
+pub async fn list(
+    db: &impl ConnectionTrait,
+    filter: &EventFilter,
+    page: &PageRequest,
+) -> Result<Vec<event::Model>, DbErr> {
+    let mut query = Events::find().filter(filter.condition()).order_by_desc(Column::Id).limit(page.limit + 1);
+    if let Some(before) = &page.before {
+        query = query.filter(Column::Id.lt(before.clone()));
+    }
+    query.all(db).await
+}
+
+/// Up to `limit` events that match, oldest first, after the event `after`.
+pub async fn oldest_first(
+    db: &impl ConnectionTrait,
+    filter: &EventFilter,
+    after: Option<&str>,
+    limit: u64,
+) -> Result<Vec<event::Model>, DbErr> {
+    let mut query = Events::find().filter(filter.condition()).order_by_asc(Column::Id).limit(limit);
+    if let Some(after) = after {
+        query = query.filter(Column::Id.gt(after));
+    }
+    query.all(db).await
+}
+
+/// A customer's kept events with this CloudEvent id (and source, when given); at most two.
+pub async fn by_ce_id(
+    db: &impl ConnectionTrait,
+    customer_id: &str,
+    ce_id: &str,
+    source: Option<&str>,
+) -> Result<Vec<event::Model>, DbErr> {
+    let mut query = Events::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::CeId.eq(ce_id)).limit(2);
+    if let Some(source) = source {
+        query = query.filter(Column::Source.eq(source));
+    }
+    query.all(db).await
+}
+
+/// Lists new messages on their events, as the publish does (see `message_ids`).
+pub async fn add_message_ids(db: &impl ConnectionTrait, added: &[(String, String)]) -> Result<(), DbErr> {
+    for (event_id, message_id) in added {
+        // Appended in the statement, so that two replays of one event both keep their message.
+        let appended = if db.get_database_backend() == DbBackend::Postgres {
+            let sql = "CASE WHEN message_ids = '' THEN $1 ELSE message_ids || ',' || $1 END";
+            Expr::cust_with_values(sql, [message_id.as_str()])
+        } else {
+            let sql = "CASE WHEN message_ids = '' THEN ? ELSE message_ids || ',' || ? END";
+            Expr::cust_with_values(sql, [message_id.as_str(), message_id.as_str()])
+        };
+        Events::update_many()
+            .col_expr(Column::MessageIds, appended)
+            .filter(Column::Id.eq(event_id.as_str()))
+            .exec(db)
+            .await?;
+    }
+    Ok(())
 }
 
 pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<event::Model>, DbErr> {

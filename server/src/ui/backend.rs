@@ -36,7 +36,7 @@ impl DashboardBackend {
 
 fn ui_error(e: ServiceError) -> UiError {
     match e {
-        ServiceError::NotFound(_) | ServiceError::Forbidden => UiError::NotFound,
+        ServiceError::NotFound(_) | ServiceError::NotFoundField { .. } | ServiceError::Forbidden => UiError::NotFound,
         ServiceError::Invalid(errors) => {
             UiError::Invalid(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         }
