@@ -6,6 +6,7 @@ the built binary in real time, with a scriptable webhook receiver:
 - a dead message reported to the customer as an operational event, signed and a valid CloudEvent;
 - history removed after its retention, after which an event's `(source, id)` is new again;
 - a window of the event archive replayed to a subscription made after it, signed;
+- a paused subscription's events held until it resumes, then delivered;
 - `Retry-After` on 429, and a receiver that never answers (a `timeout`);
 - the circuit breaker with small thresholds (the HERALD_BREAKER_* env vars): disabled, probes, locked, held
   messages, admin-only unlock with an audit-log row;
@@ -251,6 +252,23 @@ def test_a_window_of_the_archive_replayed_to_a_later_subscription_arrives_signed
         webhook.verify(req.body, req.headers)
     assert sorted(event_id_of(r) for r in reqs) == sorted(published)
     receiver.assert_quiet(path, 1.0)
+
+
+def test_a_paused_subscriptions_events_are_delivered_after_it_resumes_and_none_before(
+    tenant: Tenant, receiver: Receiver
+) -> None:
+    event_type, path = unique("paused"), f"/{unique('paused')}"
+    sub = subscribe(tenant, receiver.url(path), event_type, exponential(1, 1, max_attempts=3))
+    tenant.client.patch(f"/api/v1/subscriptions/{sub['id']}", json={"status": "paused"}, expect=200)
+    held = [publish(tenant.client, event_type) for _ in range(3)]
+    assert {message(tenant, m)["state"] for m in held} == {"held"}
+    receiver.assert_quiet(path, 1.5)
+
+    tenant.client.patch(f"/api/v1/subscriptions/{sub['id']}", json={"status": "active"}, expect=200)
+    reqs = receiver.wait_for_path(path, 3)
+    assert sorted(webhook_ids(reqs)) == sorted(held)
+    for message_id in held:
+        assert wait_for_message(tenant, message_id)["state"] == "delivered"
 
 
 def test_always_503_with_max_attempts_3_is_dead_attempts_exhausted_after_three(

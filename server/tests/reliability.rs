@@ -678,3 +678,39 @@ async fn a_message_kept_longer_than_its_event_is_listed_but_cannot_be_replayed()
     let (status, bulk) = app.post("/api/v1/messages/replay", &key, json!({"state": "dead"})).await;
     assert_eq!((status, &bulk["replayed"]), (202, &json!(0)), "{bulk}");
 }
+
+#[tokio::test]
+async fn a_paused_subscription_holds_its_events_without_ageing_until_it_resumes() {
+    let app = TestApp::start().await;
+    let (rx, moved) = (TestReceiver::start().await, TestReceiver::start().await);
+    let (_, key) = app.customer("acme").await;
+    let policy = json!({"kind": "schedule", "delays_secs": [1], "max_attempts": 3, "ttl_secs": 60});
+    let sub =
+        app.subscribe(&key, json!({"name": "s", "url": rx.url, "event_types": ["a"], "retry_policy": policy})).await;
+    let path = format!("/api/v1/subscriptions/{}", sub["id"].as_str().unwrap());
+    let patch = |body: Value| app.call(reqwest::Method::PATCH, &path, Some(&key), Some(body));
+    assert_eq!(patch(json!({"status": "paused"})).await.0, 200);
+
+    let held = app.publish(&key, "e1", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    let m = app.message(&key, &held).await;
+    assert_eq!((m["state"].as_str(), &m["next_attempt_at"]), (Some("held"), &Value::Null), "{m}");
+    app.advance_secs(3600.0);
+    app.deliver_retries().await;
+    app.deliver_fresh().await;
+    assert!(rx.seen().is_empty(), "nothing goes out while paused");
+    assert_eq!(app.message(&key, &held).await["state"], "held", "a paused message does not age past its TTL");
+
+    // A new URL while paused: the held message goes there when the subscription resumes.
+    assert_eq!(patch(json!({"url": moved.url})).await.0, 200);
+    assert_eq!(app.message(&key, &held).await["state"], "held");
+    assert_eq!(patch(json!({"status": "active"})).await.0, 200);
+    assert_eq!(app.deliver_fresh().await, 1);
+    let m = app.message(&key, &held).await;
+    assert_eq!((m["state"].as_str(), moved.seen().len(), rx.seen().len()), (Some("delivered"), 1, 0), "{m}");
+
+    assert_eq!(patch(json!({"status": "paused"})).await.0, 200);
+    let second = app.publish(&key, "e2", "a").await["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.call(reqwest::Method::DELETE, &path, Some(&key), None).await.0, 204);
+    let m = app.message(&key, &second).await;
+    assert_eq!((m["state"].as_str(), m["dead_reason"].as_str()), (Some("dead"), Some("subscription_deleted")));
+}

@@ -28,7 +28,7 @@ use crate::ids::new_id;
 use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::health::DatabaseHealth;
-use crate::store::messages::pending_message;
+use crate::store::messages::{PAUSED, message_for};
 use crate::store::writers::Writers;
 use crate::store::{events, notify, processes};
 
@@ -236,9 +236,7 @@ async fn write_routed(
             if !target.accepts(&row.event_type) {
                 continue;
             }
-            let sub = &target.subscription;
-            let mut msg = pending_message(row, sub.id.clone(), sub.endpoint_id.clone(), now);
-            msg.expires_at = now + target.policy.ttl_secs as i64 * 1000;
+            let msg = message_for(row, &target.subscription, target.policy.ttl_secs as i64 * 1000, now);
             row.add_message_id(&msg.id);
             new_messages.push(msg);
             targets.push((i, target));
@@ -251,7 +249,9 @@ async fn write_routed(
         .iter_mut()
         .zip(&targets)
         .map(|(msg, (_, target))| {
-            let open = target.endpoint.as_ref().filter(|e| handing && gate_of(e, now) == Gate::Send);
+            // Not a message its subscription's pause holds.
+            let due = msg.next_attempt_at != Some(PAUSED);
+            let open = target.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
             open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
         })
         .collect();
@@ -274,7 +274,7 @@ async fn write_routed(
         match reservation {
             Some(reserved) if stored => handed.push(hand_over(reserved, msg, target, &rows[i])),
             Some(_) => dropped_reservations = true,
-            None if stored => pending.push(msg.endpoint_id),
+            None if stored && msg.next_attempt_at != Some(PAUSED) => pending.push(msg.endpoint_id),
             None => {}
         }
     }

@@ -16,7 +16,7 @@ use app::domain::operational::{self, EndpointReport, Report};
 use super::Pipeline;
 use crate::ids::new_id;
 use crate::store::entities::{event, message, subscription};
-use crate::store::messages::pending_message;
+use crate::store::messages::{PAUSED, message_for};
 use crate::store::subscriptions::{self, event_types, policy_of};
 use crate::store::{bulk, messages, notify};
 
@@ -117,8 +117,7 @@ async fn write(
             message_ids: String::new(),
         };
         for (sub, _) in takers {
-            let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
-            msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
+            let msg = message_for(&row, sub, policy_of(sub).ttl_secs as i64 * 1000, now);
             row.add_message_id(&msg.id);
             new_messages.push(msg);
         }
@@ -132,7 +131,8 @@ async fn write(
     bulk::insert(txn, &events).await?;
     bulk::insert(txn, &new_messages).await?;
     notify::send(txn, pipeline.wake.origin()).await?;
-    let mut endpoints: Vec<String> = new_messages.into_iter().map(|m| m.endpoint_id).collect();
+    let mut endpoints: Vec<String> =
+        new_messages.into_iter().filter(|m| m.next_attempt_at != Some(PAUSED)).map(|m| m.endpoint_id).collect();
     endpoints.sort();
     endpoints.dedup();
     Ok(Announced { endpoints })

@@ -1,4 +1,4 @@
-//! Each customer's routing, kept between publishes: its active subscriptions
+//! Each customer's routing, kept between publishes: its active and paused subscriptions
 //! with their endpoints, and the routing version they were read at. A publish
 //! routes with what is kept here and its write checks, in the same statement
 //! or transaction, that the versions and the endpoints' states are unchanged
@@ -84,7 +84,7 @@ impl Routes {
         // beside newer subscriptions, which the write's check refuses, never the reverse.
         let versions = subscriptions::routing_versions(db, &missing).await?;
         let mut targets: HashMap<String, Vec<Target>> = HashMap::new();
-        for (subscription, endpoint) in subscriptions::active_with_endpoints(db, &missing).await? {
+        for (subscription, endpoint) in subscriptions::routable_with_endpoints(db, &missing).await? {
             targets.entry(subscription.customer_id.clone()).or_default().push(Target::new(subscription, endpoint));
         }
         let read: Vec<Arc<Route>> = missing

@@ -16,7 +16,7 @@ use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::new_id;
 use crate::store::entities::{event, message};
 use crate::store::events::EventFilter;
-use crate::store::messages::pending_message;
+use crate::store::messages::{message_for, pending_message};
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::{event_types, policy_of};
 use crate::store::{customers, events, messages, notify, subscriptions};
@@ -237,15 +237,8 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
         let Some(last) = batch.last() else { break };
         after = Some(last.id.clone());
         let now = services.now_ms();
-        let new_messages: Vec<message::Model> = batch
-            .iter()
-            .filter(|e| accepts(&e.event_type))
-            .map(|e| {
-                let mut msg = pending_message(e, sub.id.clone(), sub.endpoint_id.clone(), now);
-                msg.expires_at = now + ttl_ms;
-                msg
-            })
-            .collect();
+        let new_messages: Vec<message::Model> =
+            batch.iter().filter(|e| accepts(&e.event_type)).map(|e| message_for(e, &sub, ttl_ms, now)).collect();
         if !new_messages.is_empty() {
             let listed: Vec<(String, String)> =
                 new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();

@@ -17,6 +17,7 @@ use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
+use crate::store::subscriptions::policy_of;
 use crate::store::{customers, endpoints, messages, notify, subscriptions};
 
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
@@ -161,6 +162,7 @@ pub async fn list(
 pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
     let c = parse_changes(body, false, services.settings.allow_private_targets)?;
     let mut row = visible(services, who, id).await?;
+    let was_paused = row.status == SubscriptionStatus::Paused.as_str();
     let txn = services.db.begin().await?;
     if let Some(url) = c.url
         && url.as_str() != row.url
@@ -192,6 +194,15 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
     }
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
+    let resumed = was_paused && row.status == SubscriptionStatus::Active.as_str();
+    if resumed {
+        // What the pause held is due now, its TTL starting now, at the subscription's current URL.
+        let endpoint = endpoints::get(&txn, &row.endpoint_id).await?;
+        let locked = endpoint.is_some_and(|e| e.state == EndpointState::Locked.as_str());
+        let ttl_ms = policy_of(&row).ttl_secs as i64 * 1000;
+        messages::release_paused(&txn, &row.id, &row.endpoint_id, locked, ttl_ms, row.updated_at).await?;
+        notify::send(&txn, services.pipeline.wake.origin()).await?;
+    }
     // The fields the request named, with their new values (the URL's, not a secret).
     let changed: serde_json::Map<String, Value> =
         body.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
@@ -199,6 +210,9 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
         .await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();
+    if resumed {
+        services.pipeline.wake.stored_for([row.endpoint_id.clone()]);
+    }
     with_secret(services, row)
 }
 

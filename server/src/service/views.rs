@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::clock::to_utc;
 use crate::store::entities::{api_key, attempt, audit, customer, endpoint, message, subscription};
+use crate::store::messages::PAUSED;
 
 /// Stored JSON text as a value (null if it does not parse).
 pub(super) fn json_text(text: &str) -> Value {
@@ -46,7 +47,8 @@ pub fn message(row: message::Model) -> dto::Message {
         state: MessageState::parse(&row.state).unwrap_or(MessageState::Pending),
         dead_reason: row.dead_reason,
         attempt_count: row.attempt_count as u32,
-        next_attempt_at: row.next_attempt_at.map(to_utc),
+        // A message its subscription's pause holds has no time yet.
+        next_attempt_at: row.next_attempt_at.filter(|&at| at != PAUSED).map(to_utc),
         created_at: to_utc(row.created_at),
         delivered_at: row.delivered_at.map(to_utc),
         last_status: row.last_status.map(|s| s as u16),

@@ -17,6 +17,9 @@ use super::entities::endpoint;
 use super::entities::subscription::{self, Column, Entity as Subscriptions};
 use super::page::PageRequest;
 
+/// The states of a subscription that events go to (a paused one's messages are held).
+const ROUTABLE: [&str; 2] = ["active", "paused"];
+
 pub async fn insert(db: &impl ConnectionTrait, row: subscription::Model) -> Result<(), DbErr> {
     Subscriptions::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
 }
@@ -63,9 +66,10 @@ pub async fn active_for_customer(
     Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
 }
 
-/// The active subscriptions of several customers at once (a publish batch),
-/// each with its endpoint (`None` only if the endpoint row is missing).
-pub async fn active_with_endpoints(
+/// The subscriptions of several customers that events go to (a publish
+/// batch): the active ones, and the paused ones, whose messages their pause
+/// holds; each with its endpoint (`None` only if the endpoint row is missing).
+pub async fn routable_with_endpoints(
     db: &impl ConnectionTrait,
     customer_ids: &[String],
 ) -> Result<Vec<(subscription::Model, Option<endpoint::Model>)>, DbErr> {
@@ -81,13 +85,13 @@ pub async fn active_with_endpoints(
         .join(JoinType::LeftJoin, to_endpoint.into())
         .select_also(endpoint::Entity)
         .filter(Expr::cust_with_values(of_customers, [customers]))
-        .filter(Column::Status.eq("active"))
+        .filter(Column::Status.is_in(ROUTABLE))
         .all(db)
         .await
 }
 
-/// The active subscriptions of these customers whose event types name one of
-/// `types` (exactly: a `*` does not name them).
+/// The subscriptions, active or paused, of these customers whose event types
+/// name one of `types` (exactly: a `*` does not name them).
 pub async fn naming_types(
     db: &impl ConnectionTrait,
     customer_ids: Vec<String>,
@@ -99,7 +103,7 @@ pub async fn naming_types(
     });
     let found = Subscriptions::find()
         .filter(Column::CustomerId.is_in(customer_ids))
-        .filter(Column::Status.eq("active"))
+        .filter(Column::Status.is_in(ROUTABLE))
         .filter(named)
         .all(db)
         .await?;

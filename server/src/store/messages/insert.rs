@@ -1,11 +1,11 @@
-//! New message rows: the publish's and the test event's.
+//! New message rows: the publish's, the replays', the operational events' and the test event's.
 
 use sea_orm::{ConnectionTrait, DbErr};
 
-use app::domain::states::MessageState;
+use app::domain::states::{MessageState, SubscriptionStatus};
 
 use crate::ids::new_id;
-use crate::store::entities::{event, message};
+use crate::store::entities::{event, message, subscription};
 use crate::store::recordset::{self, Type, col, nullable};
 
 pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
@@ -36,6 +36,22 @@ pub const COLUMNS: recordset::Columns = &[
 ];
 
 /// A new message of `event` for one subscription, due now.
+/// The `next_attempt_at` of a message held because its subscription is
+/// paused: open, so never removed, yet never due, never expired and never
+/// released by its endpoint; its TTL starts when the subscription resumes.
+pub const PAUSED: i64 = i64::MAX;
+
+/// A new message of `event` for `sub`: pending, or held while the subscription is paused.
+pub fn message_for(event: &event::Model, sub: &subscription::Model, ttl_ms: i64, now: i64) -> message::Model {
+    let mut msg = pending_message(event, sub.id.clone(), sub.endpoint_id.clone(), now);
+    msg.expires_at = now + ttl_ms;
+    if sub.status == SubscriptionStatus::Paused.as_str() {
+        msg.state = MessageState::Held.as_str().into();
+        msg.next_attempt_at = Some(PAUSED);
+    }
+    msg
+}
+
 pub fn pending_message(event: &event::Model, subscription_id: String, endpoint_id: String, now: i64) -> message::Model {
     message::Model {
         id: new_id("msg"),

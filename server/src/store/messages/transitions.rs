@@ -156,7 +156,10 @@ pub async fn release_endpoint(
 }
 
 pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
-    let released = Condition::any().add(Column::State.eq(MessageState::Held.as_str())).add(
+    // Held by the lock, not by a paused subscription.
+    let held =
+        Condition::all().add(Column::State.eq(MessageState::Held.as_str())).add(Column::NextAttemptAt.lt(PAUSED));
+    let released = Condition::any().add(held).add(
         Condition::all().add(Column::State.eq(MessageState::Pending.as_str())).add(Column::NextAttemptAt.lte(up_to_ms)),
     );
     Messages::update_many()
@@ -192,6 +195,8 @@ pub(super) fn ending_held(
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::EndpointId.eq(endpoint_id))
         .filter(Column::State.eq(MessageState::Held.as_str()))
+        // Held by the lock, not by a paused subscription.
+        .filter(Column::NextAttemptAt.lt(PAUSED))
         .filter(waiting());
     if let Some(before) = created_before_ms {
         update = update.filter(Column::CreatedAt.lt(before));
@@ -260,9 +265,39 @@ pub async fn move_to_endpoint(
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
         .filter(Column::SubscriptionId.eq(subscription_id))
         .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
+        // Those a pause holds wait for the resume, which sends them to the URL of that time.
+        .filter(Column::NextAttemptAt.lt(PAUSED))
         .exec(db)
         .await?;
     Ok(moved.rows_affected)
+}
+
+/// The resume of a paused subscription: the messages the pause held go to its
+/// endpoint (its URL may have changed meanwhile), due now, or held while that
+/// endpoint is locked, and their TTL starts now.
+pub async fn release_paused(
+    db: &impl ConnectionTrait,
+    subscription_id: &str,
+    endpoint_id: &str,
+    locked: bool,
+    ttl_ms: i64,
+    now_ms: i64,
+) -> Result<u64, DbErr> {
+    let (state, next_attempt_at) =
+        if locked { (MessageState::Held, now_ms + ttl_ms) } else { (MessageState::Pending, now_ms) };
+    let released = Messages::update_many()
+        .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .col_expr(Column::State, Expr::val(state.as_str()))
+        .col_expr(Column::NextAttemptAt, Expr::val(next_attempt_at))
+        .col_expr(Column::TtlStartedAt, Expr::val(now_ms))
+        .col_expr(Column::ExpiresAt, Expr::val(now_ms + ttl_ms))
+        .col_expr(Column::UpdatedAt, Expr::val(now_ms))
+        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::State.eq(MessageState::Held.as_str()))
+        .filter(Column::NextAttemptAt.eq(PAUSED))
+        .exec(db)
+        .await?;
+    Ok(released.rows_affected)
 }
 
 /// Makes leased messages due now, unattempted: all of them (`tokens` None), or
