@@ -9,6 +9,7 @@ mod process;
 mod publisher;
 mod receiver;
 mod report;
+mod retention;
 mod scenarios;
 
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ pub enum Scenario {
     Backlog,
     /// One event at a time to one subscription on an otherwise idle server.
     Idle,
+    /// A paced load (--rate events/s for --duration s) with history kept --retention-secs, then
+    /// the same with everything kept: the database's size over time, and the latency of both.
+    Retention,
     /// A burst of --dead-burst messages that die at their first attempt, each reported to a
     /// subscription naming `herald.message.dead`, while the measured load runs.
     DeadBurst,
@@ -81,6 +85,15 @@ pub struct Opts {
     /// Events published one at a time in the `idle` measurement (at most --events).
     #[arg(long, default_value_t = 500)]
     pub idle_events: usize,
+    /// Events per second of the `retention` scenario's paced load.
+    #[arg(long, default_value_t = 1000)]
+    pub rate: usize,
+    /// Seconds the `retention` scenario's load runs.
+    #[arg(long, default_value_t = 180)]
+    pub duration: u64,
+    /// Seconds the `retention` scenario keeps events and ended messages.
+    #[arg(long, default_value_t = 30)]
+    pub retention_secs: u64,
     /// Messages that die at once in the `dead-burst` measurement.
     #[arg(long, default_value_t = 10_000)]
     pub dead_burst: usize,
@@ -129,6 +142,16 @@ fn validate(opts: &Opts) -> std::result::Result<(), String> {
 }
 
 async fn run(opts: Opts) -> Result<()> {
+    if opts.scenario == Scenario::Retention {
+        let (with, without) = retention::run(&opts).await?;
+        retention::print(&with, &without);
+        std::fs::write(
+            &opts.json,
+            serde_json::to_string_pretty(&serde_json::json!({"retention": [with, without]}))? + "\n",
+        )?;
+        eprintln!("results written to {}", opts.json.display());
+        return Ok(());
+    }
     let plan: &[Scenario] = match opts.scenario {
         Scenario::Steady => &[Scenario::Steady],
         // The comparison needs a steady baseline from the same invocation.
@@ -136,6 +159,8 @@ async fn run(opts: Opts) -> Result<()> {
         Scenario::Backlog => &[Scenario::Steady, Scenario::Backlog],
         Scenario::Idle => &[Scenario::Idle],
         Scenario::DeadBurst => &[Scenario::Steady, Scenario::DeadBurst],
+        // Measured above, on its own terms.
+        Scenario::Retention => &[],
         Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],
     };
     let mut rows = Vec::new();

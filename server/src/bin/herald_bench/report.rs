@@ -40,8 +40,10 @@ pub struct Row {
     /// Herald's peak RSS during the measured phase, and during the preparation.
     pub rss_peak_mb: f64,
     pub rss_peak_prep_mb: Option<f64>,
-    /// dead-burst: the dead messages reported (distinct `data.message_id`), reports of a
-    /// message already reported, and seconds from the burst's publish to its last report.
+    /// dead-burst: seconds from the burst's publish to its last failed attempt; the dead
+    /// messages reported (distinct `data.message_id`), reports of a message already reported,
+    /// and seconds from the burst's publish to its last report.
+    pub dead_burst_failed_secs: Option<f64>,
     pub dead_reported: Option<u64>,
     pub dead_reported_twice: Option<u64>,
     pub dead_burst_secs: Option<f64>,
@@ -54,6 +56,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Backlog => "backlog",
         Scenario::Idle => "idle",
         Scenario::DeadBurst => "dead-burst",
+        Scenario::Retention => "retention",
         Scenario::All => "all",
     }
 }
@@ -105,6 +108,7 @@ pub fn row(
         cpu_s: m.cpu_s,
         rss_peak_mb: m.rss_peak_mb,
         rss_peak_prep_mb,
+        dead_burst_failed_secs: None,
         dead_reported: None,
         dead_reported_twice: None,
         dead_burst_secs: None,
@@ -222,11 +226,13 @@ impl Summary {
         }
         for r in self.runs.iter().filter(|r| r.scenario == "dead-burst") {
             let (reported, twice) = (r.dead_reported.unwrap_or(0), r.dead_reported_twice.unwrap_or(0));
-            let secs = r.dead_burst_secs.map_or("-".into(), |s| format!("{s:.1} s"));
+            let secs = |s: Option<f64>| s.map_or("-".into(), |s| format!("{s:.1} s"));
             println!(
-                "dead-burst: {reported} of {} dead messages reported, {twice} twice, the last after {secs}; \
-                 deliveries/s {:.2} and p99 {:.2} x steady",
+                "dead-burst: {} messages failed, the last after {}; {reported} reported, {twice} twice, the last \
+                 after {}; deliveries/s {:.2} and p99 {:.2} x steady",
                 r.preloaded_messages,
+                secs(r.dead_burst_failed_secs),
+                secs(r.dead_burst_secs),
                 c.dead_burst_throughput_ratio.unwrap_or(0.0),
                 c.dead_burst_p99_ratio.unwrap_or(0.0),
             );

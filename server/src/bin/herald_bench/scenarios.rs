@@ -174,7 +174,10 @@ async fn drive(
     let mut row = report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m);
     if scenario == Scenario::DeadBurst {
         // Every burst message failed, then reports arrive until all are in or none came for 5 s.
-        receiver.tallies.fail.wait_for(preloaded as u64, Duration::from_secs(120)).await;
+        let failed = &receiver.tallies.fail;
+        failed.wait_for(preloaded as u64, Duration::from_secs(120)).await;
+        row.dead_burst_failed_secs =
+            failed.take().into_values().max().map(|ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
         let reports = &receiver.tallies.reports;
         let mut seen = reports.distinct();
         while !reports.wait_for(preloaded as u64, Duration::from_secs(5)).await && reports.distinct() > seen {
