@@ -241,6 +241,10 @@ def test_a_window_of_the_archive_replayed_to_a_later_subscription_arrives_signed
         tenant.client.publish(cloud_event(event_id, event_type, "/archive"))
     tenant.client.publish(cloud_event(unique("other"), unique("other"), "/archive"))
     until = datetime.now(timezone.utc) + timedelta(minutes=1)
+    listed = tenant.client.get("/api/v1/events", params={"type": event_type}, expect=200).json()["data"]
+    assert [e["id"] for e in listed] == published[::-1], "the archive lists them newest first"
+    found = tenant.client.get(f"/api/v1/events/{published[0]}", expect=200).json()
+    assert (found["event"]["id"], found["source"], found["message_ids"]) == (published[0], "/archive", [])
     late = subscribe(tenant, receiver.url(path), event_type, exponential(1, 1, max_attempts=3))
 
     window = {"since": since.isoformat(), "until": until.isoformat(), "subscription_id": late["id"]}

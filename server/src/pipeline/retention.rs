@@ -1,8 +1,9 @@
 //! The retention sweeper. Every `retention.sweep_secs` it removes the messages
 //! that ended (delivered or dead) more than `retention.messages_secs` ago, with
 //! their attempts, then the events published more than `retention.events_secs`
-//! ago that no open message needs, and on SQLite gives the freed pages back to
-//! the file system. It works in batches of a few hundred rows, each its own
+//! ago that no open message needs, and gives the freed space back: to the file
+//! system on SQLite, to new rows on PostgreSQL (by autovacuum, or by a VACUUM of
+//! its own where the server runs none). It works in batches of a few hundred rows, each its own
 //! short transaction, so publishes and deliveries never wait long behind it.
 //! An open message (pending, delivering or held) is never removed.
 
@@ -93,6 +94,9 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
 
     while retention::give_back_free_pages(db, PAGES_PER_STEP).await? > u64::from(PAGES_PER_STEP) {
         tokio::task::yield_now().await;
+    }
+    if swept != Swept::default() {
+        retention::vacuum_unless_autovacuum(db).await?;
     }
     for (kind, count) in [("messages", swept.messages), ("attempts", swept.attempts), ("events", swept.events)] {
         metrics::counter!("herald_retention_removed_total", "kind" => kind).increment(count);

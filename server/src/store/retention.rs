@@ -117,6 +117,24 @@ pub async fn remove_events(db: &impl ConnectionTrait, ids: Vec<String>) -> Resul
     Ok(Events::delete_many().filter(event::Column::Id.is_in(ids)).exec(db).await?.rows_affected)
 }
 
+/// On a PostgreSQL server whose autovacuum is off, vacuums the tables that
+/// retention removes rows from, so that their space is reused rather than
+/// the files growing; true when it did. Nothing where autovacuum runs (it does
+/// this by itself) or on SQLite (see [`give_back_free_pages`]).
+pub async fn vacuum_unless_autovacuum(db: &DatabaseConnection) -> Result<bool, DbErr> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        return Ok(false);
+    }
+    let setting = sea_orm::Statement::from_string(DbBackend::Postgres, "SELECT current_setting('autovacuum') AS on");
+    let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "on")).transpose()?;
+    if on.as_deref() != Some("off") {
+        return Ok(false);
+    }
+    // Not in a transaction: VACUUM refuses to run in one.
+    db.execute_unprepared("VACUUM messages, attempts, events").await?;
+    Ok(true)
+}
+
 /// On SQLite, gives up to `pages` free pages back to the file system (the
 /// database runs in incremental auto-vacuum, m0012); returns how many were
 /// free before. Nothing on PostgreSQL, whose own vacuum reuses the space.
