@@ -125,8 +125,9 @@ pub async fn vacuum_unless_autovacuum(db: &DatabaseConnection) -> Result<bool, D
     if db.get_database_backend() != DbBackend::Postgres {
         return Ok(false);
     }
-    let setting = sea_orm::Statement::from_string(DbBackend::Postgres, "SELECT current_setting('autovacuum') AS on");
-    let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "on")).transpose()?;
+    let setting =
+        sea_orm::Statement::from_string(DbBackend::Postgres, "SELECT current_setting('autovacuum') AS setting");
+    let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "setting")).transpose()?;
     if on.as_deref() != Some("off") {
         return Ok(false);
     }
