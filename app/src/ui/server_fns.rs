@@ -69,7 +69,8 @@ pub async fn login(username: String, password: String) -> Result<(), ServerFnErr
     Ok(())
 }
 
-#[server]
+/// `POST /logout`: a route of its own, so that a plain form (or a script) can end a session.
+#[server(prefix = "", endpoint = "logout")]
 pub async fn logout() -> Result<(), ServerFnError> {
     let (backend, parts) = ssr::backend();
     backend.logout(&parts).await;
