@@ -330,6 +330,15 @@ def test_alice_sees_her_subscriptions_messages_and_locked_endpoint_without_unloc
     assert world.ok_event_type in row.inner_text()
     assert table_row(page, world.down.message).locator(".badge").inner_text().strip() == "held"
 
+    # Found by the CloudEvent id she knows: that event's messages only.
+    event_id = message(world.acme_client, world.ok_message)["event"]["id"]
+    assert tab.goto(f"/messages?event_id={event_id}", "messages-by-event-id").status == 200
+    assert table_row(page, world.ok_message).count() == 1
+    assert page.locator("tbody tr").count() == 1, "only that event's message"
+    assert page.get_by_label("Event id").input_value() == event_id
+    assert tab.goto("/messages", "messages").status == 200
+    row = table_row(page, world.ok_message)
+
     # …and its detail, with the attempt's 200.
     row.get_by_role("link", name=world.ok_message).click()
     page.wait_for_url(f"**/messages/{world.ok_message}")

@@ -493,6 +493,15 @@ async fn a_window_of_the_archive_is_replayed_to_a_subscription_made_after_it() {
     assert_eq!(got, ["e1", "e2", "e3"]);
     let (_, e1) = app.get("/api/v1/events/e1", &key).await;
     assert_eq!(e1["message_ids"].as_array().unwrap().len(), 1, "the replay's message is the event's: {e1}");
+    let (status, of_e1) = app.get("/api/v1/messages?event_id=e1", &key).await;
+    assert_eq!((status, ids_of(&of_e1)), (200, vec![e1["message_ids"][0].as_str().unwrap()]), "{of_e1}");
+    assert!(ids_of(&app.get("/api/v1/messages?event_id=nope", &key).await.1).is_empty());
+    assert!(
+        ids_of(&app.get("/api/v1/messages?event_id=e1", &other).await.1).is_empty(),
+        "another's event is not found"
+    );
+    let (status, problem) = app.get("/api/v1/messages?event_id=e1", ADMIN_TOKEN).await;
+    assert_eq!((status, fields(&problem)), (422, vec!["customer_id".to_string()]));
     let (_, audit) = app.get("/api/v1/audit-log?action=events.replay", &key).await;
     let rows = audit["data"].as_array().unwrap();
     assert_eq!((rows.len(), &rows[0]["target"], &rows[0]["detail"]["replayed"]), (2, &json!(sub_id), &json!(1)));

@@ -289,6 +289,8 @@ pub struct Overview {
 /// The delivery log's filters as the dashboard's form sends them (empty means any).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogFilter {
+    /// The CloudEvent id of the event whose messages to list.
+    pub event_id: Option<String>,
     pub subscription_id: Option<String>,
     pub state: Option<String>,
     pub event_type: Option<String>,

@@ -252,6 +252,7 @@ pub async fn replay_dead(
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
     let filter = LogFilter {
+        event_id: None,
         subscription_id: text(subscription_id),
         state: Some("dead".into()),
         event_type: text(event_type),

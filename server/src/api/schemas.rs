@@ -398,6 +398,11 @@ impl IntoParams for MessageQuery {
         let state = one_of_enum(&names(MessageState::ALL, MessageState::as_str), false);
         let mut params = page_params();
         params.extend([
+            query(
+                "event_id",
+                id_filter(),
+                "Only the messages of the event with this CloudEvent id (the admin names its customer)",
+            ),
             query("subscription_id", id_filter(), "Only this subscription's messages"),
             query("state", or_empty(state), "Only messages in this state"),
             query("event_type", id_filter(), "Only events of this type"),

@@ -16,6 +16,8 @@ use crate::store::{attempts, events, messages, notify};
 /// The list's query parameters, as received.
 #[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
 pub struct ListQuery {
+    /// The CloudEvent id of the event whose messages to list.
+    pub event_id: Option<String>,
     pub customer_id: Option<String>,
     pub subscription_id: Option<String>,
     pub state: Option<String>,
@@ -42,6 +44,7 @@ fn filter(who: &Principal, q: &ListQuery) -> Result<MessageFilter> {
         ),
     };
     Ok(MessageFilter {
+        ids: None,
         customer_id: who.customer_filter(q.customer_id.as_deref()),
         subscription_id: q.subscription_id.clone().filter(|s| !s.is_empty()),
         state,
@@ -57,7 +60,16 @@ pub async fn list(
     q: &ListQuery,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Message>> {
-    let rows = messages::list(&services.db, &filter(who, q)?, &page).await?;
+    let mut filter = filter(who, q)?;
+    if let Some(ce_id) = q.event_id.as_deref().filter(|id| !id.is_empty()) {
+        // An event is found by its id within one customer's events (their unique key's index).
+        let customer_id = filter.customer_id.clone().ok_or_else(|| {
+            ServiceError::field("customer_id", "is required with event_id when the admin lists messages")
+        })?;
+        let found = events::by_ce_id(&services.db, &customer_id, ce_id, None).await?;
+        filter.ids = Some(found.iter().flat_map(|e| e.message_id_list()).collect());
+    }
+    let rows = messages::list(&services.db, &filter, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page { data: rows.into_iter().map(views::message).collect(), next_cursor })
 }
@@ -104,6 +116,7 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Resul
 pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
     let mut f = Fields::new(body, "")?;
     let q = ListQuery {
+        event_id: None,
         customer_id: f.string("customer_id", false, 64),
         subscription_id: f.string("subscription_id", false, 64),
         state: f.string("state", true, 20),

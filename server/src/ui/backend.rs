@@ -127,6 +127,7 @@ impl Backend for DashboardBackend {
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError> {
         let query = ListQuery {
+            event_id: filter.event_id,
             customer_id: filter.customer_id,
             subscription_id: filter.subscription_id,
             state: filter.state,

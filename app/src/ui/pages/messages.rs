@@ -15,6 +15,7 @@ fn filter_from_query(state_override: Option<&str>) -> impl Fn() -> (LogFilter, O
         let q = query.read();
         let get = |k: &str| q.get(k).filter(|v| !v.is_empty());
         let filter = LogFilter {
+            event_id: get("event_id"),
             subscription_id: get("subscription_id"),
             state: state_override.clone().or_else(|| get("state")),
             event_type: get("event_type"),
@@ -33,6 +34,7 @@ fn FilterForm(with_state: bool) -> impl IntoView {
     let current_state = value("state");
     view! {
         <form method="get" class="filters" role="search">
+            <label>"Event id" <input name="event_id" value=value("event_id")/></label>
             <label>"Subscription id" <input name="subscription_id" value=value("subscription_id")/></label>
             {with_state.then(|| view! {
                 <label>"State"

@@ -12,6 +12,8 @@ use crate::store::page::PageRequest;
 /// The delivery log's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
+    /// Only these messages (an event's, found by its CloudEvent id).
+    pub ids: Option<Vec<String>>,
     pub customer_id: Option<String>,
     pub subscription_id: Option<String>,
     pub state: Option<MessageState>,
@@ -23,6 +25,9 @@ pub struct MessageFilter {
 impl MessageFilter {
     pub(super) fn condition(&self) -> Condition {
         let mut cond = Condition::all();
+        if let Some(ids) = &self.ids {
+            cond = cond.add(Column::Id.is_in(ids.iter().map(String::as_str)));
+        }
         if let Some(v) = &self.customer_id {
             cond = cond.add(Column::CustomerId.eq(v.as_str()));
         }
