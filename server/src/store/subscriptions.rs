@@ -101,13 +101,20 @@ pub async fn naming_types(
     let named = types.iter().fold(Condition::any(), |any, t| {
         any.add(Column::EventTypes.like(format!("%{}%", serde_json::Value::from(*t))))
     });
-    let found = Subscriptions::find()
-        .filter(Column::CustomerId.is_in(customer_ids))
-        .filter(Column::Status.is_in(ROUTABLE))
-        .filter(named)
-        .all(db)
-        .await?;
-    Ok(found.into_iter().filter(|s| event_types(&s.event_types).iter().any(|t| types.contains(&t.as_str()))).collect())
+    let mut found = Vec::new();
+    // A few hundred customers per statement, within both databases' limits on bound values.
+    for customers in customer_ids.chunks(500) {
+        let rows = Subscriptions::find()
+            .filter(Column::CustomerId.is_in(customers.iter().map(String::as_str)))
+            .filter(Column::Status.is_in(ROUTABLE))
+            .filter(named.clone())
+            .all(db)
+            .await?;
+        found.extend(
+            rows.into_iter().filter(|s| event_types(&s.event_types).iter().any(|t| types.contains(&t.as_str()))),
+        );
+    }
+    Ok(found)
 }
 
 /// The routing version of each of these customers that exists: one more with
