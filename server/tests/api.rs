@@ -386,17 +386,23 @@ async fn publish_from(app: &TestApp, key: &str, id: &str, source: &str, event_ty
     assert_eq!(status, 202, "{body}");
 }
 
+/// e1 (`/shop`, type a), e2 (`/shop`, b) 10 s later and e3 (`/other`, a) 10 s after that; returns e1's time.
+async fn publish_three(app: &TestApp, key: &str) -> i64 {
+    let t0 = app.now_ms();
+    publish_from(app, key, "e1", "/shop", "a").await;
+    app.advance_secs(10.0);
+    publish_from(app, key, "e2", "/shop", "b").await;
+    app.advance_secs(10.0);
+    publish_from(app, key, "e3", "/other", "a").await;
+    t0
+}
+
 #[tokio::test]
 async fn the_archive_lists_and_finds_kept_events_by_filter_and_id() {
     let app = TestApp::start().await;
     let (a_id, key) = app.customer("acme").await;
     let (_, other) = app.customer("globex").await;
-    let t0 = app.now_ms();
-    publish_from(&app, &key, "e1", "/shop", "a").await;
-    app.advance_secs(10.0);
-    publish_from(&app, &key, "e2", "/shop", "b").await;
-    app.advance_secs(10.0);
-    publish_from(&app, &key, "e3", "/other", "a").await;
+    let t0 = publish_three(&app, &key).await;
 
     let list = |query: String| {
         let app = &app;
@@ -442,12 +448,7 @@ async fn a_window_of_the_archive_is_replayed_to_a_subscription_made_after_it() {
     let rx = common::TestReceiver::start().await;
     let (_, key) = app.customer("acme").await;
     let (_, other) = app.customer("globex").await;
-    let t0 = app.now_ms();
-    publish_from(&app, &key, "e1", "/shop", "a").await;
-    app.advance_secs(10.0);
-    publish_from(&app, &key, "e2", "/shop", "b").await;
-    app.advance_secs(10.0);
-    publish_from(&app, &key, "e3", "/other", "a").await;
+    let t0 = publish_three(&app, &key).await;
     publish_from(&app, &key, "e4", "/other", "c").await;
     let late = app.subscribe(&key, json!({"name": "late", "url": rx.url, "event_types": ["a", "b"]})).await;
     let sub_id = late["id"].as_str().unwrap();

@@ -18,6 +18,7 @@ use crate::measure::MAIN_TYPE;
 use crate::process::Herald;
 use crate::publisher::{self, BATCH, Sent, Target};
 use crate::receiver::Receiver;
+use crate::scenarios::start_herald;
 use crate::{Opts, Result};
 
 /// How often the publishers send a batch, and the database's size is sampled.
@@ -58,7 +59,6 @@ async fn one_run(opts: &Opts, retention_secs: Option<u64>) -> Result<Run> {
     eprintln!("== retention: {}", retention_secs.map_or("everything kept".into(), |s| format!("{s} s")));
     let receiver = Receiver::start().await?;
     let client = publisher::client(opts.concurrency);
-    let scratch = Scratch::new(opts.database_url.as_deref()).await?;
     let env: Vec<(&str, String)> = match retention_secs {
         Some(secs) => vec![
             ("HERALD_RETENTION_MESSAGES_SECS", secs.to_string()),
@@ -67,14 +67,7 @@ async fn one_run(opts: &Opts, retention_secs: Option<u64>) -> Result<Run> {
         ],
         None => Vec::new(),
     };
-    let bin = opts.herald.as_deref().expect("validated in main");
-    let herald = match Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald.log")).await {
-        Ok(h) => h,
-        Err(e) => {
-            scratch.remove(true).await;
-            return Err(e);
-        }
-    };
+    let (herald, scratch) = start_herald(opts, &env).await?;
     let measured = paced_load(opts, &client, &receiver, &herald, &scratch, retention_secs).await;
     herald.stop().await;
     scratch.remove(measured.is_err()).await;

@@ -46,16 +46,8 @@ pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
     let raw_per_s = raw_limit(&client, &receiver, &singles, opts).await?;
     eprintln!("raw limit: {raw_per_s:.0} requests/s");
 
-    let scratch = Scratch::new(opts.database_url.as_deref()).await?;
     let env = if matches!(scenario, Scenario::Steady | Scenario::Idle) { Vec::new() } else { breaker_off() };
-    let bin = opts.herald.as_deref().expect("validated in main");
-    let herald = match Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald.log")).await {
-        Ok(h) => h,
-        Err(e) => {
-            scratch.remove(true).await;
-            return Err(e);
-        }
-    };
+    let (herald, scratch) = start_herald(opts, &env).await?;
     let row = drive(scenario, opts, &client, &receiver, &herald, &singles, raw_per_s).await;
     let row = row.map(|mut r| {
         r.breaker = if env.is_empty() { "default" } else { "off" };
@@ -66,6 +58,20 @@ pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
     let incomplete = row.as_ref().map_or(true, |r| r.deliveries < r.expected_deliveries || r.publish_errors > 0);
     scratch.remove(incomplete).await;
     row
+}
+
+/// A fresh database and herald on it with the extra environment `env`; when herald does not
+/// start, the database and its log are kept for inspection.
+pub async fn start_herald(opts: &Opts, env: &[(&str, String)]) -> Result<(Herald, Scratch)> {
+    let scratch = Scratch::new(opts.database_url.as_deref()).await?;
+    let bin = opts.herald.as_deref().expect("validated in main");
+    match Herald::start(bin, &scratch.database_url, env, scratch.dir.join("herald.log")).await {
+        Ok(herald) => Ok((herald, scratch)),
+        Err(e) => {
+            scratch.remove(true).await;
+            Err(e)
+        }
+    }
 }
 
 /// The same client and bodies, straight to the receiver: the ceiling for this machine.
