@@ -30,12 +30,14 @@ else
     echo "requirements unchanged"
 fi
 
-# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by Playwright);
-# the durability tests watch Herald's flushes with strace.
+# The dashboard's browser tests drive Debian's Chromium (never a browser downloaded by Playwright)
+# and check each page with axe-core (an npm package); the durability tests watch Herald's flushes
+# with strace.
 CHROMIUM=/usr/bin/chromium
 missing=()
 [[ -x $CHROMIUM ]] || missing+=(chromium)
 command -v strace >/dev/null || missing+=(strace)
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]} > 0)); then
     if ((EUID == 0)); then
         phase "installing ${missing[*]} for the end-to-end tests"
@@ -48,6 +50,16 @@ if ((${#missing[@]} > 0)); then
     fi
 fi
 [[ -x $CHROMIUM ]] || { echo "error: $CHROMIUM is still missing after apt-get install chromium" >&2; exit 1; }
+
+NODE_LOCK=end2end/package-lock.json
+NODE_STAMP=end2end/node_modules/.package-lock.sha256
+wanted=$(sha256sum "$NODE_LOCK" | cut -d' ' -f1)
+if [[ ! -f $NODE_STAMP || $(<"$NODE_STAMP") != "$wanted" ]]; then
+    npm ci --prefix end2end --no-audit --no-fund --loglevel=error
+    echo "$wanted" >"$NODE_STAMP"
+else
+    echo "npm packages unchanged"
+fi
 
 if [[ -n ${TEST_DATABASE_URL:-} ]]; then database="TEST_DATABASE_URL is set"; else database="SQLite only"; fi
 phase "[2/4] cargo test --workspace --exclude frontend ($database)"

@@ -21,6 +21,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import pytest
 import requests
 from playwright.sync_api import Browser, Page
 
+from accessibility import serious_violations
 from browser import SESSION_COOKIE, Tab, Tabs, chromium, open_tabs, playwright_driver  # noqa: F401 - fixtures
 from harness import (
     ARTIFACTS_DIR,
@@ -42,7 +44,7 @@ from harness import (
     utc_stamp,
     wait_until,
 )
-from webhook_receiver import Receiver
+from webhook_receiver import Answer, Receiver
 
 ADMIN_PASSWORD = f"admin-{secrets.token_hex(8)}"
 ALICE_PASSWORD = f"alice-{secrets.token_hex(8)}"
@@ -69,6 +71,12 @@ TRANSIENT_ONLY = {
     "max_attempts": 5,
     "retry_on": "transient",
 }
+
+def utc_stamp_rfc3339(offset_secs: float = 0.0) -> str:
+    """Now plus `offset_secs`, as the dashboard's time fields take it."""
+    moment = datetime.now(timezone.utc) + timedelta(seconds=offset_secs)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
 
 WAIT = 30.0  # seconds: deadline for a delivery or a state change seen through the REST API
 
@@ -396,13 +404,13 @@ def test_bob_sees_none_of_alices_messages_even_by_url(world: World, tabs: Tabs) 
         "second endpoint id": world.stuck.endpoint["id"],
     }
 
-    for path in ("/", "/messages", "/subscriptions", "/endpoints", "/dead-letters"):
+    for path in ("/", "/messages", "/events", "/subscriptions", "/endpoints", "/dead-letters"):
         response = tab.goto(path, step_name(path))
         assert response.status == 200, f"{path}: {response.status}"
         assert_no_alert(tab, f"bob's {path}")
         assert_hides(tab.html(), alices, f"bob's {path}")
         if path == "/messages":
-            assert "No messages match." in tab.main_text(), "globex has no messages"
+            assert "No messages yet." in tab.main_text(), "globex has no messages, and is told how to get some"
 
     # Even by URL (or filtered by her subscription).
     tab.goto(f"/messages?subscription_id={world.ok_sub['id']}", "messages-filtered-by-alices-subscription")
@@ -492,10 +500,19 @@ def test_admin_sees_all_customers_and_unlocks_the_locked_endpoint(world: World, 
     assert endpoint_id in text and "admin" in text, text
 
 
+def page_paths(world: World) -> tuple[list[str], list[str]]:
+    """Every page of the dashboard with something on it: (a customer's, the admin's)."""
+    detail_paths = [
+        f"/subscriptions/{world.ok_sub['id']}",
+        f"/messages/{world.ok_message}",
+        f"/endpoints/{world.down.endpoint['id']}",
+    ]
+    customer_paths = ["/", "/subscriptions", "/messages", "/events", "/endpoints", "/dead-letters", *detail_paths]
+    return customer_paths, [*customer_paths, "/admin/customers", "/admin/audit"]
+
+
 def test_every_page_renders_for_admin_and_alice(world: World, tabs: Tabs) -> None:
-    detail_paths = [f"/subscriptions/{world.ok_sub['id']}", f"/messages/{world.ok_message}"]
-    customer_paths = ["/", "/subscriptions", "/messages", "/endpoints", "/dead-letters", *detail_paths]
-    admin_paths = [*customer_paths, "/admin/customers", "/admin/audit"]
+    customer_paths, admin_paths = page_paths(world)
     opened: dict[str, Tab] = {}
     for username, password, paths in (
         ("admin", ADMIN_PASSWORD, admin_paths),
@@ -515,6 +532,31 @@ def test_every_page_renders_for_admin_and_alice(world: World, tabs: Tabs) -> Non
     tab.goto("/", "overview-again")
     assert tab.page.locator("figure.chart svg").count() == 1
     assert tab.page.locator("dl.counts .badge", has_text="delivered").count() == 1
+
+
+def test_every_page_passes_axe_core(world: World, tabs: Tabs) -> None:
+    """No serious or critical WCAG 2.1 A/AA violation (contrast included) on any page, for the
+    admin and for a customer. axe runs in a tab with JavaScript on: the pages are the same
+    server-rendered HTML either way."""
+    customer_paths, admin_paths = page_paths(world)
+    preview = "/subscriptions?preview=1&name=draft&retry_policy=workfront"
+    found: dict[str, list[str]] = {}
+    anonymous = tabs.new("axe-anonymous", javascript=True)
+    anonymous.goto("/login", "axe-login")
+    found["/login"] = serious_violations(anonymous.page)
+    for username, password, paths in (
+        ("admin", ADMIN_PASSWORD, admin_paths),
+        ("alice", ALICE_PASSWORD, [*customer_paths, preview]),
+    ):
+        tab = tabs.new(f"axe-{username}", javascript=True)
+        tab.login(username, password, step=f"axe-login-{username}")
+        for path in paths:
+            tab.goto(path, f"axe-{step_name(path)}")
+            found[f"{username} {path}"] = serious_violations(tab.page)
+    failing = {page: lines for page, lines in found.items() if lines}
+    assert not failing, "serious accessibility violations:\n" + "\n".join(
+        f"{page}: {line}" for page, lines in failing.items() for line in lines
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -591,7 +633,7 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     page = tab.page
     tab.goto("/subscriptions", "subscriptions")
     form = page.locator("form", has=page.get_by_role("button", name="Create subscription"))
-    assert form.locator('input[name="customer_id"]').count() == 0, "a customer user does not pick a customer"
+    assert form.locator('[name="customer_id"]').count() == 0, "a customer user does not pick a customer"
     form.get_by_label("Name").fill(name)
     form.get_by_label("URL").fill(receiver.url(path))
     form.get_by_label(re.compile("Event types")).fill(event_type)
@@ -676,7 +718,7 @@ def test_admin_creates_a_customer_an_api_key_shown_once_and_a_user(world: World,
     assert customer_name in table_with(page, "Delivery log").locator("tbody tr", has_text=customer_id).inner_text()
 
     form = section("New API key")
-    form.get_by_label("Customer id").fill(customer_id)
+    form.locator('select[name="customer_id"]').select_option(value=customer_id)
     form.get_by_label("Key name").fill(f"key-{tag}")
     tab.submit(form.get_by_role("button", name="Create API key"), "key-created")
     assert re.fullmatch(r"/admin/customers\?key=[^&]+", tab.path), f"{tab.path}; alerts {tab.alerts()}"
@@ -698,22 +740,219 @@ def test_admin_creates_a_customer_an_api_key_shown_once_and_a_user(world: World,
     form.get_by_label("Username").fill(username)
     form.get_by_label(re.compile("Password")).fill(password)
     form.get_by_label("Role").select_option("customer")
-    form.get_by_label(re.compile("Customer id")).fill(customer_id)
+    form.locator('select[name="customer_id"]').select_option(value=customer_id)
     tab.submit(form.get_by_role("button", name="Create user"), "user-created")
     assert tab.path == f"/admin/customers?user={username}", f"{tab.path}; alerts {tab.alerts()}"
     assert f"User {username} created." in tab.notices(), tab.notices()
     users = table_with(page, "Username")
     row = users.locator("tbody tr", has_text=username)
-    assert row.count() == 1 and customer_id in row.inner_text(), users.inner_text()
+    assert row.count() == 1 and customer_name in row.inner_text(), f"the user's customer by name: {users.inner_text()}"
 
     carol = logged_in(tabs, username, password)
     assert username in carol.page.locator("header .who").inner_text()
     carol.goto("/subscriptions", "carol-subscriptions")
-    assert "No subscriptions yet." in carol.main_text()
+    assert "No subscriptions yet" in carol.main_text()
 
 
 # ---------------------------------------------------------------------------------------------
 # Cross-site requests, sessions across a restart, logout (plain HTTP with `requests`)
+
+
+# ---------------------------------------------------------------------------------------------
+# The console: find an event, see an endpoint's health, preview a schedule, replay a window
+
+
+def publish_event(client: ApiClient, event_type: str) -> tuple[str, str | None]:
+    """Publish one event; return its CloudEvent id and the id of its one message (None when no
+    subscription takes it)."""
+    event_id = f"order-{secrets.token_hex(6)}"
+    body = client.publish(cloud_event(event_id, event_type, source="/dashboard-e2e")).json()
+    message_ids = body["events"][0]["message_ids"]
+    assert len(message_ids) <= 1, body
+    return event_id, (message_ids[0] if message_ids else None)
+
+
+def test_alice_finds_an_event_by_its_id_and_sees_names_not_ids(world: World, tabs: Tabs) -> None:
+    client, receiver = world.acme_client, world.receiver
+    tag = secrets.token_hex(3)
+    # A long URL and a long event type must wrap inside their cells, not widen the page.
+    path = f"/acme/{'very-long-segment-' * 12}{tag}"
+    event_type = f"acme.{'deeply.nested.' * 8}order.{tag}"
+    sub = subscribe(client, f"acme long {tag}", receiver.url(path), event_type, EVERY_SECOND)
+    event_id, message_id = publish_event(client, event_type)
+    wait_for_state(client, message_id, ("delivered",))
+
+    tab = logged_in(tabs, "alice", ALICE_PASSWORD)
+    page = tab.page
+    tab.goto("/events", "events")
+    assert_no_alert(tab, "/events")
+    tab.page.locator('form[role="search"] input[name="event_id"]').fill(event_id)
+    tab.submit(page.locator('form[role="search"]').get_by_role("button", name="Filter"), "events-by-id")
+    row = table_row(page, event_id)
+    assert row.count() == 1, f"/events?event_id= finds {event_id}: {tab.main_text()}"
+    assert event_type in row.inner_text()
+    tab.submit(row.get_by_role("link", name="1 message"), "event-messages")
+    assert tab.path.startswith("/messages?event_id="), tab.path
+    row = table_row(page, message_id)
+    assert row.count() == 1 and page.locator("tbody tr").count() == 1, tab.main_text()
+    assert row.get_by_role("link", name=sub["name"]).get_attribute("href") == f"/subscriptions/{sub['id']}"
+    assert receiver.url(path) in row.inner_text(), "the endpoint's URL is in the row"
+
+    # The subscription filter is a select of names.
+    tab.goto("/messages", "messages-all")
+    page.locator('select[name="subscription_id"]').select_option(label=sub["name"])
+    tab.submit(page.locator('form[role="search"]').get_by_role("button", name="Filter"), "messages-by-subscription")
+    assert f"subscription_id={sub['id']}" in tab.path, tab.path
+    assert [r.strip() for r in page.locator("tbody tr td:first-child").all_inner_texts()] == [message_id]
+
+    # Bob knows the event id but finds nothing of Alice's.
+    bob = logged_in(tabs, "bob", BOB_PASSWORD)
+    bob.goto(f"/events?event_id={event_id}", "bob-events-by-id")
+    assert event_id not in bob.main_text() and event_type not in bob.html()
+    bob.goto(f"/messages?event_id={event_id}", "bob-messages-by-event")
+    assert message_id not in bob.html() and sub["name"] not in bob.html()
+
+    # Nothing overflows the viewport sideways (measured in a tab that runs JavaScript).
+    wide = tabs.new("alice-layout", javascript=True)
+    wide.login("alice", ALICE_PASSWORD, step="layout-login")
+    for where in (
+        f"/messages?event_id={event_id}",
+        f"/events?event_id={event_id}",
+        "/subscriptions",
+        f"/subscriptions/{sub['id']}",
+        "/endpoints",
+        f"/endpoints/{message(client, message_id)['endpoint_id']}",
+    ):
+        wide.goto(where, f"layout-{step_name(where.split('?')[0])}")
+        width = wide.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"{where} is {width}px wide in a 1280px window: long text breaks the layout"
+        # A table that may scroll inside its box on a phone fits without scrolling here.
+        overflowing = wide.page.evaluate(
+            "[...document.querySelectorAll('.table-scroll')].filter(e => e.scrollWidth > e.clientWidth).length"
+        )
+        assert overflowing == 0, f"{where}: a table is wider than the page's column"
+
+
+def test_an_endpoint_page_shows_health_groups_failures_and_replays_a_group(world: World, tabs: Tabs) -> None:
+    client, receiver = world.acme_client, world.receiver
+    tag = secrets.token_hex(3)
+    path, event_type = f"/acme/flaky-{tag}", f"acme.flaky.{tag}"
+    receiver.queue(path, 200, 200, Answer(status=400, body=b'{"error":"order 1234 is unknown"}'))
+    sub = subscribe(client, f"acme flaky {tag}", receiver.url(path), event_type, TRANSIENT_ONLY)
+    ids = []
+    for _ in range(3):
+        _, message_id = publish_event(client, event_type)
+        ids.append(message_id)
+        wait_for_state(client, message_id, ("delivered", "dead"))
+    dead = [m for m in ids if message(client, m)["state"] == "dead"]
+    assert len(dead) == 1, [message(client, m) for m in ids]
+    endpoint_id = message(client, ids[0])["endpoint_id"]
+
+    tab = logged_in(tabs, "alice", ALICE_PASSWORD)
+    page = tab.page
+    tab.goto("/endpoints", "endpoints")
+    tab.submit(page.get_by_role("link", name=receiver.url(path)), "endpoint")
+    assert tab.path == f"/endpoints/{endpoint_id}", tab.path
+    assert_no_alert(tab, "the endpoint page")
+    assert fact(page, "State") == "closed"
+    assert sub["name"] in fact(page, "Subscriptions")
+    counts = dict(zip(page.locator("dl.counts dt").all_inner_texts(), page.locator("dl.counts dd").all_inner_texts()))
+    assert counts["Attempts"] == "3" and counts["Success rate"] == "66.7 %", counts
+    assert counts["Time to deliver, p50"] != "—" and counts["Time to deliver, p95"] != "—", counts
+    assert page.locator("figure.chart svg rect.failed").count() >= 1, "the hourly chart shows the failure"
+    group = page.locator("article.group", has_text="HTTP 400")
+    assert group.count() == 1, tab.main_text()
+    assert "1 attempt" in group.inner_text()
+    assert "order 1234 is unknown" in (group.locator("pre.body").text_content() or ""), "the latest response body"
+    assert page.get_by_role("button", name="Unlock").count() == 0, "customers do not unlock"
+
+    receiver.answer(path, 200)
+    tab.submit(group.get_by_role("button", name="Replay its 1 dead message"), "group-replayed")
+    assert tab.path == f"/endpoints/{endpoint_id}?replayed=1", tab.path
+    assert "1 dead message was replayed: it is due now." in tab.notices(), tab.notices()
+    wait_for_state(client, dead[0], ("delivered",))
+
+    # Bob may not see it, even by its address; the admin sees it with Unlock where it is locked.
+    bob = logged_in(tabs, "bob", BOB_PASSWORD)
+    response = bob.goto(f"/endpoints/{endpoint_id}", "bob-endpoint")
+    assert response.status == 404 and receiver.url(path) not in bob.html()
+    admin = logged_in(tabs, "admin", ADMIN_PASSWORD)
+    admin.goto(f"/endpoints/{world.down.endpoint['id']}", "admin-locked-endpoint")
+    assert fact(admin.page, "State") == "locked"
+    assert fact(admin.page, "Customer") == "acme"
+    assert admin.page.get_by_role("button", name="Unlock").count() == 1
+    assert admin.page.locator("select[name=backlog] option").count() == 3, "with the backlog's choices"
+    groups = admin.page.locator("article.group", has_text="HTTP 503")
+    assert groups.count() == 1 and "attempts" in groups.inner_text(), admin.main_text()
+
+
+def test_a_subscription_shows_its_schedule_and_the_form_previews_before_saving(world: World, tabs: Tabs) -> None:
+    tab = logged_in(tabs, "alice", ALICE_PASSWORD)
+    page = tab.page
+    tab.goto(f"/subscriptions/{world.ok_sub['id']}", "subscription-schedule")
+    schedule = page.locator("table.schedule")
+    assert schedule.count() == 1
+    rows = [r.split("\t") for r in schedule.locator("tbody tr").all_inner_texts()]
+    assert rows[0] == ["1", "at once"] and rows[1] == ["2", "+1 s"] and rows[4] == ["5", "+4 s"], rows[:5]
+
+    before = len(world.acme_client.list_all("/api/v1/subscriptions"))
+    tag = secrets.token_hex(3)
+    tab.goto("/subscriptions", "subscriptions-form")
+    form = page.locator("form.stacked")
+    form.locator('input[name="name"]').fill(f"acme preview {tag}")
+    form.locator('input[name="url"]').fill(world.receiver.url(f"/acme/preview-{tag}"))
+    form.locator('input[name="event_types"]').fill(f"acme.preview.{tag}")
+    form.locator('input[name="retry_policy"]').fill('{"kind": "schedule", "delays_secs": [85, 3600], "max_attempts": 4}')
+    tab.submit(form.get_by_role("button", name="Preview the schedule"), "previewed")
+    assert tab.path.startswith("/subscriptions?"), tab.path
+    assert "Preview only: nothing is saved until you press the save button." in tab.notices()
+    rows = [r.split("\t") for r in page.locator("section.preview table.schedule tbody tr").all_inner_texts()]
+    assert rows == [["1", "at once"], ["2", "+1 min 25 s"], ["3", "+1 h 1 min"], ["4", "+2 h 1 min"]], rows
+    assert len(world.acme_client.list_all("/api/v1/subscriptions")) == before, "a preview saves nothing"
+    form = page.locator("form.stacked")
+    assert form.locator('input[name="name"]').input_value() == f"acme preview {tag}", "the form keeps its values"
+
+    tab.submit(form.get_by_role("button", name="Create subscription"), "created-after-preview")
+    assert "The subscription is created." in tab.notices(), tab.notices()
+    assert fact(page, "Name") == f"acme preview {tag}"
+    assert len(world.acme_client.list_all("/api/v1/subscriptions")) == before + 1
+
+
+def test_alice_replays_a_time_window_of_the_archive_to_a_new_subscription(world: World, tabs: Tabs) -> None:
+    client, receiver = world.acme_client, world.receiver
+    tag = secrets.token_hex(3)
+    event_type = f"acme.archived.{tag}"
+    since = utc_stamp_rfc3339(-60)
+    event_id, _ = publish_event(client, event_type)  # no subscription takes it yet
+    path = f"/acme/late-{tag}"
+    late = subscribe(client, f"acme late {tag}", receiver.url(path), event_type, EVERY_SECOND)
+
+    tab = logged_in(tabs, "alice", ALICE_PASSWORD)
+    page = tab.page
+    tab.goto(f"/events?type={event_type}", "archive-by-type")
+    row = table_row(page, event_id)
+    assert row.count() == 1 and "none" in row.inner_text(), tab.main_text()
+    form = page.locator("form", has=page.get_by_role("button", name="Replay the window"))
+    form.locator('select[name="subscription_id"]').select_option(label=late["name"])
+    form.locator('input[name="since"]').fill(since)
+    form.locator('input[name="until"]').fill(utc_stamp_rfc3339(60))
+    form.locator('input[name="event_types"]').fill(event_type)
+    tab.submit(form.get_by_role("button", name="Replay the window"), "window-replayed")
+    assert tab.path == "/events?replayed=1", tab.path
+    assert "1 event was replayed: its new message is due now." in tab.notices(), tab.notices()
+    wait_until(lambda: receiver.on_path(path), WAIT, f"the replayed event at {path}", interval=0.1)
+    (delivery,) = receiver.on_path(path)
+    assert delivery.headers.get("ce-id") == event_id or event_id.encode() in delivery.body
+    tab.goto(f"/events?event_id={event_id}", "archive-after-replay")
+    assert table_row(page, event_id).get_by_role("link", name="1 message").count() == 1
+
+    # A bad window is refused with a message naming the field, and replays nothing.
+    form = page.locator("form", has=page.get_by_role("button", name="Replay the window"))
+    form.locator('input[name="since"]').fill(utc_stamp_rfc3339(60))
+    form.locator('input[name="until"]').fill(since)
+    tab.submit(form.get_by_role("button", name="Replay the window"), "window-refused")
+    assert any("until" in alert for alert in tab.alerts()), tab.alerts()
+    assert len(receiver.on_path(path)) == 1
 
 
 class _Forms(HTMLParser):
@@ -804,6 +1043,18 @@ def test_cross_site_posts_are_refused(world: World) -> None:
         refused = dash.post_form(logout, {}, headers)
         assert refused.status_code == 403, f"{headers}: {describe(refused)}"
         assert dash.logged_in(), f"a refused POST ({headers}) changes nothing: the session is still there"
+
+    # The console's forms are guarded alike; a refused one changes nothing.
+    for page_path, fn_name, data in (
+        ("/events", "replay_window", {"since": "2020-01-01T00:00:00Z", "until": "2020-02-01T00:00:00Z"}),
+        (f"/endpoints/{world.down.endpoint['id']}", "unlock_endpoint", {"id": world.down.endpoint["id"]}),
+    ):
+        html = dash.get(page_path).text
+        action = next((f["action"] for f in forms(html) if fn_name in f.get("action", "")), None)
+        assert action, f"no {fn_name} form on {page_path}"
+        refused = dash.post_form(action, data, {"origin": "http://evil.example"})
+        assert refused.status_code == 403, f"{fn_name}: {describe(refused)}"
+    assert endpoint(world.acme_client, world.down.endpoint["id"])["state"] == "locked", "the refused unlock did nothing"
 
     accepted = dash.post_form(logout, {}, {"origin": world.base_url, "sec-fetch-site": "same-origin"})
     assert accepted.status_code == 302, describe(accepted)

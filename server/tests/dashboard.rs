@@ -246,7 +246,7 @@ async fn the_overview_counts_states_and_charts_the_last_hour() {
     let mut alice = Browser::new(&app);
     alice.login("alice", "password-123").await;
     let html = alice.get("/").await.1;
-    assert!(html.contains("0 min ago: 1 delivered, 1 failed"), "{html}");
+    assert!(html.contains("0 min ago: 1 succeeded, 1 failed"), "{html}");
     assert!(html.contains("badge-delivered"), "{html}");
 }
 
@@ -337,4 +337,172 @@ async fn no_server_function_acts_on_another_customers_objects() {
     assert_eq!(customer_snapshot(&app, &acme).await, before, "bob changed nothing of acme's");
     let (_, own) = app.get(&format!("/api/v1/subscriptions/{sub_id}"), &key_a).await;
     assert_eq!(own["secret"], secret.as_str(), "the secret was not rotated");
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).unwrap().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[tokio::test]
+async fn the_delivery_log_names_what_each_message_belongs_to() {
+    let app = TestApp::start().await;
+    let (_, key_a) = customer_user(&app, "acme", "alice").await;
+    let (_, key_b) = customer_user(&app, "globex", "bob").await;
+    let url = "http://127.0.0.1:9/acme/a-rather-long-path/that-goes-on-and-on/and-on?with=query&and=more";
+    let sub = app.subscribe(&key_a, json!({"name": "acme-orders", "url": url, "event_types": ["*"]})).await;
+    let sub_id = sub["id"].as_str().unwrap();
+    app.subscribe(&key_b, json!({"name": "globex-bills", "url": "http://127.0.0.1:9/g", "event_types": ["*"]})).await;
+    app.publish(&key_a, "order-1234", "order.created").await;
+    app.publish(&key_b, "bill-1", "bill.sent").await;
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let html = alice.get("/messages").await.1;
+    assert!(html.contains(">acme-orders</a>"), "the subscription by name: {html}");
+    assert!(html.contains(&html_escape::encode_text(url).to_string()), "the endpoint's URL: {html}");
+    assert!(!html.contains("globex") && !html.contains(">Customer<"), "a customer sees no customer column");
+    // The subscription filter is a select of names.
+    assert!(html.contains(&format!("<option value=\"{sub_id}\">acme-orders</option>")), "{html}");
+    assert!(!html.contains("globex-bills"), "another customer's subscription is not offered");
+    let html = alice.get("/messages?event_id=order-1234").await.1;
+    assert!(html.contains("order.created"));
+    let html = alice.get("/messages?event_id=bill-1").await.1;
+    assert!(!html.contains("bill.sent") && html.contains("No messages match"), "{html}");
+
+    let mut admin = Browser::new(&app);
+    admin.login("admin", "admin-password").await;
+    let html = admin.get("/messages").await.1;
+    assert!(html.contains(">Customer<") && html.contains("<td>acme</td>") && html.contains("<td>globex</td>"), "{html}");
+    assert!(html.contains("acme-orders · acme"), "the admin's choices name the customer: {html}");
+}
+
+#[tokio::test]
+async fn an_endpoint_page_shows_its_health_and_replays_a_kind_of_failure() {
+    let app = TestApp::start().await;
+    let rx = common::TestReceiver::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    customer_user(&app, "globex", "bob").await;
+    let policy = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 3, "retry_on": "transient"});
+    app.subscribe(&key, json!({"name": "orders", "url": rx.url, "event_types": ["*"], "retry_policy": policy})).await;
+    // Three delivered, one dead of a 400 (permanent under retry_on transient), one failing with a 503.
+    for status in [200, 400, 200, 503, 200] {
+        rx.answer(status);
+    }
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(app.publish(&key, &format!("e{n}"), "order.created").await["message_ids"][0].as_str().unwrap().to_string());
+        app.advance_secs(1.0);
+        app.deliver_fresh().await;
+    }
+    let dead = ids[1].clone();
+    assert_eq!(app.message(&key, &dead).await["state"], "dead");
+    let endpoint_id = app.message(&key, &dead).await["endpoint_id"].as_str().unwrap().to_string();
+    let page = format!("/endpoints/{endpoint_id}");
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let (status, html, _) = alice.get(&page).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("<dt>Attempts</dt><dd>5</dd>"), "{html}");
+    assert!(html.contains("<dt>Success rate</dt><dd>60.0 %</dd>"), "{html}");
+    assert!(html.contains("over 3 deliveries"), "{html}");
+    assert!(html.contains("0 h ago: 3 succeeded, 2 failed"), "the hourly chart: {html}");
+    assert!(html.contains("HTTP 400") && html.contains("HTTP 503"), "failures grouped by status: {html}");
+    assert!(html.contains("<pre class=\"body\">ok</pre>"), "the latest response body: {html}");
+    assert!(html.contains("Replay its 1 dead message"), "{html}");
+    assert!(!html.contains(">Unlock<"), "customers do not unlock");
+
+    let (status, location) =
+        alice.submit(&page, "replay_failures", &[("id", &endpoint_id), ("kind", "teapot")], None).await;
+    assert_eq!(status, 302);
+    assert!(location.unwrap().contains("__err"), "an unknown kind is refused with a message");
+    let (status, location) =
+        alice.submit(&page, "replay_failures", &[("id", &endpoint_id), ("kind", "400")], None).await;
+    assert_eq!((status, location), (302, Some(format!("{page}?replayed=1"))));
+    assert_eq!(app.message(&key, &dead).await["state"], "pending");
+
+    let mut bob = Browser::new(&app);
+    bob.login("bob", "password-123").await;
+    let (status, html, _) = bob.get(&page).await;
+    assert_eq!(status, 404);
+    assert!(!html.contains(&rx.url), "another customer's endpoint shows nothing");
+}
+
+#[tokio::test]
+async fn a_subscription_shows_its_schedule_and_the_form_previews_one_without_saving() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    let policy = json!({"kind": "exponential", "min_delay_secs": 85, "max_delay_secs": 85, "max_attempts": 3});
+    let sub = app
+        .subscribe(&key, json!({"name": "orders", "url": "http://127.0.0.1:9/o", "event_types": ["*"], "retry_policy": policy}))
+        .await;
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let html = alice.get(&format!("/subscriptions/{}", sub["id"].as_str().unwrap())).await.1;
+    for cell in ["<td>at once</td>", "<td>+1 min 25 s</td>", "<td>+2 min 50 s</td>"] {
+        assert!(html.contains(cell), "{cell}: {html}");
+    }
+    assert!(!html.contains("Preview only"));
+
+    let custom = r#"{"kind":"schedule","delays_secs":[10,3600]}"#;
+    let query = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([("name", "draft"), ("url", "http://127.0.0.1:9/d"), ("retry_policy", custom), ("preview", "1")])
+        .finish();
+    let html = alice.get(&format!("/subscriptions?{query}")).await.1;
+    assert!(html.contains("Preview only"), "{html}");
+    assert!(html.contains("<td>+10 s</td>") && html.contains("<td>+1 h</td>"), "{html}");
+    assert!(html.contains("value=\"draft\""), "the form keeps what was typed: {html}");
+    let html = alice.get("/subscriptions?preview=1&retry_policy=%7B%22kind%22%3A%22nope%22%7D").await.1;
+    assert!(html.contains("role=\"alert\"") && html.contains("retry_policy"), "a bad policy is named: {html}");
+    let (_, list) = app.get("/api/v1/subscriptions", &key).await;
+    assert_eq!(list["data"].as_array().unwrap().len(), 1, "a preview saves nothing");
+}
+
+#[tokio::test]
+async fn the_event_archive_links_each_event_to_its_messages_and_replays_a_window() {
+    let app = TestApp::start().await;
+    let (acme, key) = customer_user(&app, "acme", "alice").await;
+    customer_user(&app, "globex", "bob").await;
+    let start = app.now_ms();
+    app.publish(&key, "order-1234", "order.created").await;
+    app.advance_secs(1.0);
+    let later = app
+        .subscribe(&key, json!({"name": "late-comer", "url": "http://127.0.0.1:9/l", "event_types": ["order.created"]}))
+        .await;
+    let later_id = later["id"].as_str().unwrap();
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let html = alice.get("/events").await.1;
+    assert!(html.contains("order-1234") && html.contains("order.created"), "{html}");
+    assert!(html.contains("<span class=\"muted\">none</span>"), "no subscription took it then: {html}");
+    assert!(alice.get("/events?event_id=order-1234").await.1.contains("order-1234"));
+    assert!(alice.get("/events?type=other").await.1.contains("No kept event matches"));
+
+    let fields = [("since", rfc3339(start - 1000)), ("until", rfc3339(app.now_ms())), ("subscription_id", later_id.to_string())];
+    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (status, _) = alice.submit("/events", "replay_window", &fields, Some("http://evil.example")).await;
+    assert_eq!(status, 403, "a cross-site replay is refused");
+    let (status, location) = alice.submit("/events", "replay_window", &fields, None).await;
+    assert_eq!((status, location.as_deref()), (302, Some("/events?replayed=1")));
+    let html = alice.get("/events").await.1;
+    assert!(html.contains("/messages?event_id=order-1234\">1 message</a>"), "{html}");
+    let html = alice.get("/messages?event_id=order-1234").await.1;
+    assert!(html.contains(">late-comer</a>"), "{html}");
+
+    let mut bob = Browser::new(&app);
+    bob.login("bob", "password-123").await;
+    assert!(!bob.get("/events").await.1.contains("order-1234"), "another customer's events are not listed");
+    assert!(!bob.get("/events?event_id=order-1234").await.1.contains("order.created"));
+    let (status, _) = bob.submit("/events", "replay_window", &fields, None).await;
+    assert_eq!(status, 404, "another customer's subscription is not found");
+    let (_, messages) = app.get("/api/v1/messages", &key).await;
+    assert_eq!(messages["data"].as_array().unwrap().len(), 1, "and nothing is replayed to it");
+
+    let mut admin = Browser::new(&app);
+    admin.login("admin", "admin-password").await;
+    let html = admin.get("/events").await.1;
+    assert!(html.contains("<td>acme</td>"), "the admin sees whose event it is: {html}");
+    assert!(html.contains(&format!("customer_id={acme}")), "its messages' link names the customer: {html}");
+    assert!(admin.get("/events?event_id=order-1234").await.1.contains("customer_id"), "the admin is asked to name the customer");
 }

@@ -268,11 +268,11 @@ impl Viewer {
     }
 }
 
-/// Deliveries in one minute of the overview's chart.
+/// Attempts in one bar of a chart (a minute of the overview's, an hour of an endpoint's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MinuteCount {
-    /// Minutes before now (0 = the current minute).
-    pub minutes_ago: u32,
+pub struct Bucket {
+    /// Bars before the current one (0 = the current minute or hour).
+    pub ago: u32,
     pub success: u64,
     pub failure: u64,
 }
@@ -282,7 +282,7 @@ pub struct MinuteCount {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Overview {
     pub counts: Vec<(MessageState, u64)>,
-    pub per_minute: Vec<MinuteCount>,
+    pub per_minute: Vec<Bucket>,
     pub troubled_endpoints: Vec<Endpoint>,
 }
 
@@ -294,6 +294,87 @@ pub struct LogFilter {
     pub subscription_id: Option<String>,
     pub state: Option<String>,
     pub event_type: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub customer_id: Option<String>,
+}
+
+/// A delivery-log row as the dashboard shows it: the message with the names
+/// of what it belongs to (absent when that is gone).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub message: Message,
+    pub subscription_name: Option<String>,
+    pub endpoint_url: Option<String>,
+    /// Filled in for admins only.
+    pub customer_name: Option<String>,
+}
+
+/// An archived event as the dashboard lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEntry {
+    pub event: Event,
+    pub customer_id: String,
+    /// Filled in for admins only.
+    pub customer_name: Option<String>,
+}
+
+/// One option of a select: a value and the words shown for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+}
+
+/// Failed attempts of one kind over an endpoint's health window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    /// The status code (`503`) or error kind (`timeout`).
+    pub kind: String,
+    /// The kind as a person reads it (`HTTP 503`, `timeout`).
+    pub label: String,
+    pub count: u64,
+    /// Messages that died with an attempt of this kind as their last.
+    pub dead_messages: u64,
+    pub latest_ms: i64,
+    /// The latest such attempt's response body (its first 4 KiB) and message.
+    pub latest_body: Option<String>,
+    pub latest_message_id: Option<String>,
+}
+
+/// An endpoint's page: its circuit, and its health over the last 24 hours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndpointHealth {
+    pub endpoint: Endpoint,
+    /// Filled in for admins only.
+    pub customer_name: Option<String>,
+    /// The subscriptions that deliver to it, by name.
+    pub subscriptions: Vec<Choice>,
+    /// The attempts counted, and whether that is only the latest of them (the
+    /// window held more), then counted since `counted_since_ms`.
+    pub attempts: u64,
+    pub attempts_capped: bool,
+    pub counted_since_ms: Option<i64>,
+    pub succeeded: u64,
+    /// Time from publish (or replay, or resume) to the successful response, in milliseconds.
+    pub p50_ms: Option<i64>,
+    pub p95_ms: Option<i64>,
+    /// How many deliveries the percentiles are taken over, and whether that is
+    /// only the latest of them (the window held more).
+    pub deliveries_measured: u64,
+    pub deliveries_capped: bool,
+    /// Attempts per hour, `ago` 0 being the current hour.
+    pub hourly: Vec<Bucket>,
+    pub failures: Vec<FailureGroup>,
+}
+
+/// The archive's filters as the dashboard's form sends them (empty means any).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveFilter {
+    /// The CloudEvent id.
+    pub event_id: Option<String>,
+    pub event_type: Option<String>,
+    pub source: Option<String>,
     pub since: Option<String>,
     pub until: Option<String>,
     pub customer_id: Option<String>,

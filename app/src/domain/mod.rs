@@ -5,6 +5,7 @@ pub mod breaker;
 pub mod dto;
 pub mod errors;
 pub mod event;
+pub mod health;
 pub mod input;
 pub mod operational;
 pub mod policy;

@@ -9,7 +9,7 @@ use http::request::Parts;
 use serde_json::Value;
 
 use super::UiError;
-pub use crate::domain::dto::LogFilter;
+pub use crate::domain::dto::{ArchiveFilter, LogFilter};
 use crate::domain::dto::*;
 
 pub type SharedBackend = Arc<dyn Backend>;
@@ -32,13 +32,27 @@ pub trait Backend: Send + Sync + 'static {
     /// Publishes a `herald.test` event to this subscription alone; returns the message id.
     async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError>;
 
-    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError>;
+    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError>;
     async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError>;
     async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError>;
     /// Replays the dead messages that match; returns how many.
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError>;
 
+    /// The subscriptions a filter or form offers (for the admin, of `customer_id` when given).
+    async fn subscription_choices(&self, v: &Viewer, customer_id: Option<String>) -> Result<Vec<Choice>, UiError>;
+    /// The customers a filter offers the admin.
+    async fn customer_choices(&self, v: &Viewer) -> Result<Vec<Choice>, UiError>;
+
+    async fn events(&self, v: &Viewer, filter: ArchiveFilter, cursor: Option<String>) -> Result<Page<EventEntry>, UiError>;
+    /// `body` has the fields of `POST /api/v1/events/replay`; returns how many messages were made.
+    async fn replay_window(&self, v: &Viewer, body: Value) -> Result<u64, UiError>;
+    /// When each attempt of a retry policy (a preset's name or a custom policy) starts if all fail.
+    async fn schedule(&self, v: &Viewer, policy: Value) -> Result<Preview, UiError>;
+
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError>;
+    async fn endpoint_health(&self, v: &Viewer, id: &str) -> Result<EndpointHealth, UiError>;
+    /// Replays the dead messages of one kind of failure at the endpoint; returns how many.
+    async fn replay_failures(&self, v: &Viewer, id: &str, kind: &str) -> Result<u64, UiError>;
     async fn unlock(&self, v: &Viewer, id: &str, backlog: Backlog) -> Result<Endpoint, UiError>;
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError>;

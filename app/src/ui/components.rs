@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use super::server_fns::{Logout, get_viewer};
-use crate::domain::dto::Viewer;
+use crate::domain::dto::{Bucket, Choice, Viewer};
 
 /// The page frame: navigation for the logged-in user, and the page's content.
 /// Pages that need a login render their content only when `viewer` is known.
@@ -27,6 +27,7 @@ pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
                                 <a href="/">"Overview"</a>
                                 <a href="/subscriptions">"Subscriptions"</a>
                                 <a href="/messages">"Delivery log"</a>
+                                <a href="/events">"Events"</a>
                                 <a href="/endpoints">"Endpoints"</a>
                                 <a href="/dead-letters">"Dead letters"</a>
                                 {admin.then(|| view! {
@@ -124,4 +125,123 @@ pub fn NextPage(next: Option<String>) -> impl IntoView {
 
 pub fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// What a chart's bars stand for.
+pub struct ChartSpan {
+    /// The chart as a screen reader announces it.
+    pub description: &'static str,
+    /// The label under the oldest bar.
+    pub oldest: &'static str,
+    pub unit: &'static str,
+    pub unit_short: &'static str,
+}
+
+/// A stacked bar per bucket (successes below, failures above), oldest on the
+/// left, drawn on the server.
+pub fn bar_chart(buckets: Vec<Bucket>, span: &ChartSpan) -> impl IntoView {
+    const W: f64 = 600.0;
+    const H: f64 = 160.0;
+    let max = buckets.iter().map(|b| b.success + b.failure).max().unwrap_or(0).max(1) as f64;
+    let bar = W / buckets.len().max(1) as f64;
+    let total_ok: u64 = buckets.iter().map(|b| b.success).sum();
+    let total_failed: u64 = buckets.iter().map(|b| b.failure).sum();
+    let unit_short = span.unit_short;
+    let bars = buckets
+        .into_iter()
+        .filter(|b| b.success + b.failure > 0)
+        .map(|b| {
+            let x = W - (b.ago as f64 + 1.0) * bar;
+            let ok_h = b.success as f64 / max * H;
+            let fail_h = b.failure as f64 / max * H;
+            view! {
+                <g>
+                    <title>{format!("{} {unit_short} ago: {} succeeded, {} failed", b.ago, b.success, b.failure)}</title>
+                    <rect class="ok" x=x + 1.0 y=H - ok_h width=(bar - 2.0).max(1.0) height=ok_h/>
+                    <rect class="failed" x=x + 1.0 y=H - ok_h - fail_h width=(bar - 2.0).max(1.0) height=fail_h/>
+                </g>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="chart">
+            // Stretched to the figure's width, so the newest bar is at the right edge.
+            <svg viewBox=format!("0 0 {W} {H}") preserveAspectRatio="none" role="img" aria-label=span.description>
+                {bars}
+            </svg>
+            <div class="axis"><span>{span.oldest}</span><span>"now"</span></div>
+            <figcaption>
+                <span class="key ok">"■"</span>" succeeded: " {total_ok} " · "
+                <span class="key failed">"■"</span>" failed: " {total_failed} " · peak " {max as u64} " per " {span.unit}
+            </figcaption>
+        </figure>
+    }
+}
+
+/// A select of `choices` named `name`, with "any" (empty) first; the current
+/// value stays selectable even when it is not among the choices.
+pub fn choice_select(name: &'static str, any: &'static str, choices: Vec<Choice>, current: String) -> impl IntoView {
+    let known = current.is_empty() || choices.iter().any(|c| c.value == current);
+    let extra = (!known).then(|| view! { <option value=current.clone() selected=true>{current.clone()}</option> });
+    view! {
+        <select name=name>
+            <option value="">{any}</option>
+            {extra}
+            {choices.into_iter().map(|c| {
+                let selected = c.value == current;
+                view! { <option value=c.value selected=selected>{c.label}</option> }
+            }).collect_view()}
+        </select>
+    }
+}
+
+/// `n` things, in the singular or the plural: `1 message`, `3 messages`.
+pub fn count_of(n: impl Into<u64>, one: &str, many: &str) -> String {
+    match n.into() {
+        1 => format!("1 {one}"),
+        n => format!("{n} {many}"),
+    }
+}
+
+/// A span of seconds as a person reads it: `0 s`, `1 min 25 s`, `2 h 5 min`, `3 d 4 h`.
+pub fn span_text(secs: f64) -> String {
+    let total = secs.round().max(0.0) as u64;
+    let (d, h, m, s) = (total / 86_400, total / 3600 % 24, total / 60 % 60, total % 60);
+    let parts: Vec<String> = match (d, h, m) {
+        (0, 0, 0) => vec![format!("{s} s")],
+        (0, 0, _) => vec![format!("{m} min"), format!("{s} s")],
+        (0, _, _) => vec![format!("{h} h"), format!("{m} min")],
+        _ => vec![format!("{d} d"), format!("{h} h")],
+    };
+    let parts: Vec<String> = parts.into_iter().filter(|p| !p.starts_with("0 ")).collect();
+    if parts.is_empty() { "0 s".into() } else { parts.join(" ") }
+}
+
+/// Milliseconds as a person reads them: `850 ms`, `2.4 s`, then as [`span_text`].
+pub fn ms_text(ms: i64) -> String {
+    match ms {
+        ..1_000 => format!("{} ms", ms.max(0)),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        _ => span_text(ms as f64 / 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_like_a_person_writes_them() {
+        assert_eq!(span_text(0.0), "0 s");
+        assert_eq!(span_text(10.4), "10 s");
+        assert_eq!(span_text(85.0), "1 min 25 s");
+        assert_eq!(span_text(120.0), "2 min");
+        assert_eq!(span_text(7_500.0), "2 h 5 min");
+        assert_eq!(span_text(86_400.0 * 3.0 + 3600.0 * 4.0 + 59.0), "3 d 4 h");
+        assert_eq!(span_text(86_400.0), "1 d");
+        assert_eq!(ms_text(850), "850 ms");
+        assert_eq!(ms_text(2_449), "2.4 s");
+        assert_eq!(ms_text(90_000), "1 min 30 s");
+        assert_eq!((count_of(1u64, "message", "messages"), count_of(0u64, "message", "messages")), ("1 message".into(), "0 messages".into()));
+    }
 }

@@ -61,7 +61,9 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/subscriptions/:id") view=SubscriptionPage ssr=SsrMode::Async/>
                 <Route path=path!("/messages") view=MessagesPage ssr=SsrMode::Async/>
                 <Route path=path!("/messages/:id") view=MessagePage ssr=SsrMode::Async/>
+                <Route path=path!("/events") view=EventsPage ssr=SsrMode::Async/>
                 <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async/>
+                <Route path=path!("/endpoints/:id") view=EndpointPage ssr=SsrMode::Async/>
                 <Route path=path!("/dead-letters") view=DeadLettersPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin/customers") view=CustomersPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin/audit") view=AuditPage ssr=SsrMode::Async/>

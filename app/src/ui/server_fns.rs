@@ -6,6 +6,8 @@ use leptos::prelude::*;
 use serde_json::{Value, json};
 
 use crate::domain::dto::*;
+#[cfg(feature = "ssr")]
+use crate::ui::components::urlencode;
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -95,6 +97,7 @@ pub async fn unlock_endpoint(
     id: String,
     backlog: Option<String>,
     older_than_minutes: Option<String>,
+    from: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
     let minutes = text(older_than_minutes);
@@ -112,7 +115,80 @@ pub async fn unlock_endpoint(
         Some(_) => return Err(fail(super::UiError::Invalid("choose what to do with the held messages".into()))),
     };
     let endpoint = backend.unlock(&v, &id, backlog).await.map_err(fail)?;
-    leptos_axum::redirect(&format!("/endpoints?unlocked={}", endpoint.id));
+    // Back to the page the form was on: the endpoint's own, or the list.
+    if text(from).as_deref() == Some("endpoint") {
+        leptos_axum::redirect(&format!("/endpoints/{}?unlocked=1", urlencode(&endpoint.id)));
+    } else {
+        leptos_axum::redirect(&format!("/endpoints?unlocked={}", urlencode(&endpoint.id)));
+    }
+    Ok(())
+}
+
+#[server]
+pub async fn get_endpoint_health(id: String) -> Result<EndpointHealth, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.endpoint_health(&v, &id).await.map_err(fail)
+}
+
+/// Replays the dead messages of one kind of failure (`503`, `timeout`) at an endpoint.
+#[server]
+pub async fn replay_failures(id: String, kind: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let replayed = backend.replay_failures(&v, &id, &kind).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/endpoints/{}?replayed={replayed}", urlencode(&id)));
+    Ok(())
+}
+
+#[server]
+pub async fn get_subscription_choices(customer_id: Option<String>) -> Result<Vec<Choice>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.subscription_choices(&v, text(customer_id)).await.map_err(fail)
+}
+
+/// The customers to choose from; empty for a customer's user.
+#[server]
+pub async fn get_customer_choices() -> Result<Vec<Choice>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    if !v.is_admin() {
+        return Ok(Vec::new());
+    }
+    backend.customer_choices(&v).await.map_err(fail)
+}
+
+/// A retry policy's schedule: `policy` is a preset's name or a custom policy as JSON.
+#[server]
+pub async fn get_schedule(policy: String) -> Result<Preview, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.schedule(&v, policy_value(&policy)).await.map_err(fail)
+}
+
+#[server]
+pub async fn get_events(filter: ArchiveFilter, cursor: Option<String>) -> Result<Page<EventEntry>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.events(&v, filter, text(cursor)).await.map_err(fail)
+}
+
+/// Replays the archive's events of a time window to one subscription.
+#[server]
+pub async fn replay_window(
+    since: Option<String>,
+    until: Option<String>,
+    subscription_id: Option<String>,
+    event_types: Option<String>,
+    source: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let mut body = serde_json::Map::new();
+    for (key, value) in [("since", since), ("until", until), ("subscription_id", subscription_id), ("source", source)] {
+        if let Some(value) = text(value) {
+            body.insert(key.into(), json!(value));
+        }
+    }
+    if let Some(types) = text(event_types) {
+        body.insert("event_types".into(), json!(split_list(&types)));
+    }
+    let replayed = backend.replay_window(&v, Value::Object(body)).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/events?replayed={replayed}"));
     Ok(())
 }
 
@@ -126,6 +202,17 @@ pub async fn get_subscriptions(cursor: Option<String>) -> Result<Page<Subscripti
 pub async fn get_subscription(id: String) -> Result<Subscription, ServerFnError> {
     let (backend, v) = viewer().await?;
     backend.subscription(&v, &id).await.map_err(fail)
+}
+
+/// A list typed into one field, separated by commas, spaces or lines.
+fn split_list(text: &str) -> Vec<&str> {
+    text.split([',', ' ', '\n']).map(str::trim).filter(|t| !t.is_empty()).collect()
+}
+
+/// A retry policy as typed: a preset's name, or a custom policy written as JSON.
+pub fn policy_value(text: &str) -> Value {
+    let text = text.trim();
+    serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// The subscription form's fields as the REST API's JSON body.
@@ -145,13 +232,10 @@ fn subscription_body(
         body.insert("url".into(), json!(url));
     }
     if let Some(types) = text(event_types) {
-        let list: Vec<&str> = types.split([',', ' ', '\n']).map(str::trim).filter(|t| !t.is_empty()).collect();
-        body.insert("event_types".into(), json!(list));
+        body.insert("event_types".into(), json!(split_list(&types)));
     }
     if let Some(policy) = text(retry_policy) {
-        // A preset name, or a custom policy written as JSON.
-        let value = serde_json::from_str::<Value>(&policy).unwrap_or(Value::String(policy));
-        body.insert("retry_policy".into(), value);
+        body.insert("retry_policy".into(), policy_value(&policy));
     }
     if let Some(timeout) = text(timeout_ms) {
         body.insert("timeout_ms".into(), timeout.parse::<i64>().map(Value::from).unwrap_or(Value::String(timeout)));
@@ -224,7 +308,7 @@ pub async fn send_test_event(id: String) -> Result<(), ServerFnError> {
 }
 
 #[server]
-pub async fn get_messages(filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, ServerFnError> {
+pub async fn get_messages(filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, ServerFnError> {
     let (backend, v) = viewer().await?;
     backend.messages(&v, filter, text(cursor)).await.map_err(fail)
 }

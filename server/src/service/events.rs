@@ -160,6 +160,17 @@ pub async fn list(
     q: &EventQuery,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Event>> {
+    let page = list_with_customers(services, who, q, page).await?;
+    Ok(dto::Page { data: page.data.into_iter().map(|(_, event)| event).collect(), next_cursor: page.next_cursor })
+}
+
+/// A page of the kept events, newest first, each with its customer's id.
+pub async fn list_with_customers(
+    services: &Services,
+    who: &Principal,
+    q: &EventQuery,
+    page: PageRequest,
+) -> Result<dto::Page<(String, dto::Event)>> {
     let (since_ms, until_ms) = window(q.since.as_deref(), q.until.as_deref())?;
     let filter = EventFilter {
         customer_id: who.customer_filter(q.customer_id.as_deref()),
@@ -170,7 +181,21 @@ pub async fn list(
     };
     let rows = events::list(&services.db, &filter, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.iter().map(summary).collect(), next_cursor })
+    Ok(dto::Page { data: rows.iter().map(|r| (r.customer_id.clone(), summary(r))).collect(), next_cursor })
+}
+
+/// The kept events with a CloudEvent id (more than one only when their sources differ).
+pub async fn with_id(
+    services: &Services,
+    who: &Principal,
+    customer_id: Option<&str>,
+    ce_id: &str,
+) -> Result<Vec<(String, dto::Event)>> {
+    let customer_id = who.customer_filter(customer_id).ok_or_else(|| {
+        ServiceError::field("customer_id", "is required with an event id when the admin searches events")
+    })?;
+    let found = events::by_ce_id(&services.db, &customer_id, ce_id, None).await?;
+    Ok(found.iter().map(|r| (r.customer_id.clone(), summary(r))).collect())
 }
 
 /// A kept event by its CloudEvent id (and source, needed only when two kept events share the id).

@@ -142,16 +142,16 @@ pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> 
 }
 
 /// A replay as its audit row tells it.
-struct Change<'a> {
-    who: &'a Principal,
-    action: &'static str,
-    target: &'a str,
-    detail: Value,
+pub(super) struct Change<'a> {
+    pub who: &'a Principal,
+    pub action: &'static str,
+    pub target: &'a str,
+    pub detail: Value,
 }
 
 /// Replays in one transaction that also writes the audit row (when anything
 /// was replayed) and wakes other instances at commit.
-async fn replay(
+pub(super) async fn replay(
     services: &Services,
     filter: &MessageFilter,
     ids: Option<Vec<String>>,

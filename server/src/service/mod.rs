@@ -3,6 +3,8 @@
 //! REST API and the dashboard both call these functions with [`Services`].
 
 pub mod audit;
+pub mod console;
+pub mod endpoint_health;
 pub mod customers;
 pub mod endpoints;
 pub mod events;

@@ -16,6 +16,13 @@ pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<customer:
     Customers::find_by_id(id.to_string()).one(db).await
 }
 
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<customer::Model>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    Customers::find().filter(customer::Column::Id.is_in(ids)).all(db).await
+}
+
 pub async fn list(db: &impl ConnectionTrait, page: &PageRequest) -> Result<Vec<customer::Model>, DbErr> {
     let mut query = Customers::find().order_by_desc(customer::Column::Id).limit(page.limit + 1);
     if let Some(before) = &page.before {

@@ -8,6 +8,7 @@ pub mod backup;
 pub mod bulk;
 pub mod checkpoint;
 pub mod customers;
+pub mod endpoint_health;
 pub mod endpoints;
 pub mod entities;
 pub mod events;

@@ -43,6 +43,20 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<s
     Subscriptions::find().filter(Column::Id.is_in(ids)).all(db).await
 }
 
+/// The customer's subscriptions that deliver to an endpoint (through their index by customer).
+pub async fn of_endpoint(
+    db: &impl ConnectionTrait,
+    customer_id: &str,
+    endpoint_id: &str,
+) -> Result<Vec<subscription::Model>, DbErr> {
+    Subscriptions::find()
+        .filter(Column::CustomerId.eq(customer_id))
+        .filter(Column::EndpointId.eq(endpoint_id))
+        .order_by_asc(Column::Name)
+        .all(db)
+        .await
+}
+
 pub async fn list(
     db: &impl ConnectionTrait,
     customer_id: Option<&str>,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use app::domain::dto::*;
 use app::ui::UiError;
-use app::ui::backend::{Backend, LogFilter};
+use app::ui::backend::{ArchiveFilter, Backend, LogFilter};
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use serde_json::{Value, json};
@@ -15,7 +15,8 @@ use tower_sessions::Session;
 
 use crate::service::messages::ListQuery;
 use crate::service::{
-    self, Principal, ServiceError, Services, audit, customers, endpoints, events, messages, subscriptions, users,
+    self, Principal, ServiceError, Services, audit, console, customers, endpoint_health, endpoints, events, messages,
+    policies, subscriptions, users,
 };
 
 const USER_KEY: &str = "user_id";
@@ -125,7 +126,7 @@ impl Backend for DashboardBackend {
         events::send_test(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<Message>, UiError> {
+    async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError> {
         let query = ListQuery {
             event_id: filter.event_id,
             customer_id: filter.customer_id,
@@ -135,7 +136,9 @@ impl Backend for DashboardBackend {
             since: filter.since,
             until: filter.until,
         };
-        messages::list(&self.services, &principal(v), &query, page(cursor)?).await.map_err(ui_error)
+        let who = principal(v);
+        let page = messages::list(&self.services, &who, &query, page(cursor)?).await.map_err(ui_error)?;
+        console::log_entries(&self.services, &who, page).await.map_err(ui_error)
     }
 
     async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError> {
@@ -152,6 +155,54 @@ impl Backend for DashboardBackend {
             "since": filter.since, "until": filter.until,
         });
         Ok(messages::replay_bulk(&self.services, &principal(v), &body).await.map_err(ui_error)?.replayed)
+    }
+
+    async fn subscription_choices(&self, v: &Viewer, customer_id: Option<String>) -> Result<Vec<Choice>, UiError> {
+        console::subscription_choices(&self.services, &principal(v), customer_id.as_deref()).await.map_err(ui_error)
+    }
+
+    async fn customer_choices(&self, v: &Viewer) -> Result<Vec<Choice>, UiError> {
+        console::customer_choices(&self.services, &principal(v)).await.map_err(ui_error)
+    }
+
+    async fn events(&self, v: &Viewer, filter: ArchiveFilter, cursor: Option<String>) -> Result<Page<EventEntry>, UiError> {
+        let who = principal(v);
+        let page = match filter.event_id {
+            Some(ce_id) => {
+                let found = events::with_id(&self.services, &who, filter.customer_id.as_deref(), &ce_id)
+                    .await
+                    .map_err(ui_error)?;
+                Page { data: found, next_cursor: None }
+            }
+            None => {
+                let query = events::EventQuery {
+                    customer_id: filter.customer_id,
+                    source: filter.source,
+                    event_type: filter.event_type,
+                    since: filter.since,
+                    until: filter.until,
+                };
+                events::list_with_customers(&self.services, &who, &query, page(cursor)?).await.map_err(ui_error)?
+            }
+        };
+        console::event_entries(&self.services, &who, page).await.map_err(ui_error)
+    }
+
+    async fn replay_window(&self, v: &Viewer, body: Value) -> Result<u64, UiError> {
+        Ok(events::replay_window(&self.services, &principal(v), &body).await.map_err(ui_error)?.replayed)
+    }
+
+    async fn schedule(&self, _v: &Viewer, policy: Value) -> Result<Preview, UiError> {
+        policies::preview(&json!({ "retry_policy": policy })).map_err(ui_error)
+    }
+
+    async fn endpoint_health(&self, v: &Viewer, id: &str) -> Result<EndpointHealth, UiError> {
+        endpoint_health::health(&self.services, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn replay_failures(&self, v: &Viewer, id: &str, kind: &str) -> Result<u64, UiError> {
+        let result = endpoint_health::replay_failures(&self.services, &principal(v), id, kind).await;
+        Ok(result.map_err(ui_error)?.replayed)
     }
 
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError> {

@@ -1,10 +1,13 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::domain::dto::{AuditEntry, Customer, Page, User};
-use crate::ui::components::{Frame, NextPage, action_error, load_error, not_found_status, time};
+use std::collections::HashMap;
+
+use crate::domain::dto::{AuditEntry, Choice, Customer, Page, User};
+use crate::ui::components::{Frame, NextPage, action_error, choice_select, load_error, not_found_status, time};
 use crate::ui::server_fns::{
-    CreateApiKey, CreateCustomer, CreateUser, get_audit, get_customers, get_users, get_viewer, take_api_key_token,
+    CreateApiKey, CreateCustomer, CreateUser, get_audit, get_customer_choices, get_customers, get_users, get_viewer,
+    take_api_key_token,
 };
 
 #[component]
@@ -12,6 +15,7 @@ pub fn CustomersPage() -> impl IntoView {
     let query = use_query_map();
     let customers = Resource::new(move || query.read().get("cursor"), get_customers);
     let users = Resource::new(|| (), |_| get_users());
+    let choices = Resource::new(|| (), |_| get_customer_choices());
     let new_key = Resource::new(
         move || query.read().get("key"),
         |key| async move {
@@ -41,6 +45,9 @@ pub fn CustomersPage() -> impl IntoView {
                     return view! { <p>"There is nothing here."</p> }.into_any();
                 }
             }
+            let choices = choices.await.unwrap_or_default();
+            let names: HashMap<String, String> = choices.iter().map(|c| (c.value.clone(), c.label.clone())).collect();
+            let (key_choices, user_choices) = (choices.clone(), choices);
             view! {
             {move || query.read().get("created").map(|id| view! { <p class="notice" role="status">{format!("Customer {id} created.")}</p> })}
             {move || query.read().get("user").map(|u| view! { <p class="notice" role="status">{format!("User {u} created.")}</p> })}
@@ -72,7 +79,7 @@ pub fn CustomersPage() -> impl IntoView {
                     <h2>"New API key"</h2>
                     {action_error(create_key.value())}
                     <ActionForm action=create_key attr:class="stacked">
-                        <label>"Customer id" <input name="customer_id" required/></label>
+                        <label>"Customer" {customer_select(key_choices)}</label>
                         <label>"Key name" <input name="name" required/></label>
                         <button type="submit">"Create API key"</button>
                     </ActionForm>
@@ -89,16 +96,19 @@ pub fn CustomersPage() -> impl IntoView {
                                 <option value="admin">"admin"</option>
                             </select>
                         </label>
-                        <label>"Customer id (for a customer user)" <input name="customer_id"/></label>
+                        <label>"Customer (for a customer user)" {choice_select("customer_id", "none (an admin)", user_choices, String::new())}</label>
                         <button type="submit">"Create user"</button>
                     </ActionForm>
                 </section>
             </div>
             <h2>"Users"</h2>
             <Suspense fallback=|| ()>
-                {move || Suspend::new(async move {
-                    users.await.map(user_table).unwrap_or_else(load_error)
-                })}
+                {move || {
+                    let names = names.clone();
+                    Suspend::new(async move {
+                        users.await.map(|users| user_table(users, &names)).unwrap_or_else(load_error)
+                    })
+                }}
             </Suspense>
             }.into_any()
             })}
@@ -125,13 +135,29 @@ fn customer_table(page: Page<Customer>) -> AnyView {
     .into_any()
 }
 
-fn user_table(users: Vec<User>) -> AnyView {
+/// A required choice of customer; says what to do first when there is none.
+fn customer_select(choices: Vec<Choice>) -> AnyView {
+    if choices.is_empty() {
+        return view! { <span class="empty">"Create a customer first."</span> }.into_any();
+    }
+    view! {
+        <select name="customer_id" required>
+            {choices.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
+        </select>
+    }
+    .into_any()
+}
+
+fn user_table(users: Vec<User>, names: &HashMap<String, String>) -> AnyView {
     view! {
         <table>
             <thead><tr><th scope="col">"Username"</th><th scope="col">"Role"</th><th scope="col">"Customer"</th><th scope="col">"Created"</th></tr></thead>
             <tbody>
-                {users.into_iter().map(|u| view! {
-                    <tr><td>{u.username.clone()}</td><td>{u.role.as_str()}</td><td>{u.customer_id.clone().unwrap_or_default()}</td><td>{time(&u.created_at)}</td></tr>
+                {users.into_iter().map(|u| {
+                    let customer = u.customer_id.clone().map(|id| names.get(&id).cloned().unwrap_or(id)).unwrap_or_default();
+                    view! {
+                        <tr><td>{u.username.clone()}</td><td>{u.role.as_str()}</td><td>{customer}</td><td>{time(&u.created_at)}</td></tr>
+                    }
                 }).collect_view()}
             </tbody>
         </table>

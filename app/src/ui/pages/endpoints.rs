@@ -1,16 +1,32 @@
-use leptos::prelude::*;
-use leptos_router::hooks::use_query_map;
+use std::collections::HashMap;
 
-use crate::domain::dto::{Endpoint, Page};
+use chrono::DateTime;
+use leptos::prelude::*;
+use leptos_router::hooks::{use_params_map, use_query_map};
+
+use crate::domain::dto::{Endpoint, EndpointHealth, FailureGroup, Page};
 use crate::domain::states::EndpointState;
-use crate::ui::components::{Badge, Frame, NextPage, action_error, load_error, maybe_time};
-use crate::ui::server_fns::{UnlockEndpoint, get_endpoints, get_viewer};
+use crate::ui::components::{
+    Badge, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, count_of, load_error, maybe_time, ms_text,
+    time, urlencode,
+};
+use crate::ui::server_fns::{
+    ReplayFailures, UnlockEndpoint, get_customer_choices, get_endpoint_health, get_endpoints, get_viewer,
+};
+
+const PER_HOUR: ChartSpan = ChartSpan {
+    description: "Successful and failed attempts per hour over the last 24 hours",
+    oldest: "24 h ago",
+    unit: "hour",
+    unit_short: "h",
+};
 
 #[component]
 pub fn EndpointsPage() -> impl IntoView {
     let query = use_query_map();
     let page = Resource::new(move || query.read().get("cursor"), get_endpoints);
     let viewer = Resource::new(|| (), |_| get_viewer());
+    let customers = Resource::new(|| (), |_| get_customer_choices());
     let unlock = ServerAction::<UnlockEndpoint>::new();
     view! {
         <Frame title="Endpoints">
@@ -21,8 +37,10 @@ pub fn EndpointsPage() -> impl IntoView {
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
+                    let names: HashMap<String, String> =
+                        customers.await.unwrap_or_default().into_iter().map(|c| (c.value, c.label)).collect();
                     match page.await {
-                        Ok(p) => table(p, admin, unlock).into_any(),
+                        Ok(p) => table(p, admin.then_some(names), unlock).into_any(),
                         Err(e) => load_error(e),
                     }
                 })}
@@ -41,12 +59,13 @@ fn rate(e: &Endpoint) -> String {
 
 /// Unlock, with a choice of what becomes of the messages the lock held.
 #[component]
-fn UnlockForm(action: ServerAction<UnlockEndpoint>, id: String) -> impl IntoView {
+fn UnlockForm(action: ServerAction<UnlockEndpoint>, id: String, #[prop(optional)] from: &'static str) -> impl IntoView {
     let choice = format!("backlog-{id}");
     let minutes = format!("older-{id}");
     view! {
         <ActionForm action=action attr:class="unlock">
             <input type="hidden" name="id" value=id.clone()/>
+            <input type="hidden" name="from" value=from/>
             <label for=choice.clone()>"Held messages"</label>
             <select id=choice name="backlog">
                 <option value="deliver" selected>"deliver them"</option>
@@ -60,9 +79,16 @@ fn UnlockForm(action: ServerAction<UnlockEndpoint>, id: String) -> impl IntoView
     }
 }
 
-fn table(page: Page<Endpoint>, admin: bool, unlock: ServerAction<UnlockEndpoint>) -> impl IntoView {
+/// The endpoints; for the admin (`customers` given, by id) with their customer and Unlock.
+fn table(
+    page: Page<Endpoint>,
+    customers: Option<HashMap<String, String>>,
+    unlock: ServerAction<UnlockEndpoint>,
+) -> impl IntoView {
+    let admin = customers.is_some();
+    let customers = customers.unwrap_or_default();
     if page.data.is_empty() {
-        return view! { <p>"No endpoints yet: each subscription's URL gets one."</p> }.into_any();
+        return view! { <p class="empty">"No endpoints yet: each subscription's URL gets one. "<a href="/subscriptions">"Create a subscription"</a>" to start."</p> }.into_any();
     }
     view! {
         <table>
@@ -80,8 +106,10 @@ fn table(page: Page<Endpoint>, admin: bool, unlock: ServerAction<UnlockEndpoint>
                     let id = e.id.clone();
                     view! {
                         <tr id=e.id.clone()>
-                            {admin.then(|| view! { <td><code>{e.customer_id.clone()}</code></td> })}
-                            <td class="url">{e.url.clone()}</td>
+                            {admin.then(|| view! {
+                                <td>{customers.get(&e.customer_id).cloned().unwrap_or_else(|| e.customer_id.clone())}</td>
+                            })}
+                            <td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{e.url.clone()}</a></td>
                             <td><Badge text=e.state.as_str().to_string()/></td>
                             <td>{e.consecutive_failures}</td>
                             <td>{rate(&e)}</td>
@@ -100,4 +128,136 @@ fn table(page: Page<Endpoint>, admin: bool, unlock: ServerAction<UnlockEndpoint>
         <NextPage next=page.next_cursor/>
     }
     .into_any()
+}
+
+#[component]
+pub fn EndpointPage() -> impl IntoView {
+    let params = use_params_map();
+    let health = Resource::new(move || params.read().get("id").unwrap_or_default(), get_endpoint_health);
+    let viewer = Resource::new(|| (), |_| get_viewer());
+    let unlock = ServerAction::<UnlockEndpoint>::new();
+    let replay = ServerAction::<ReplayFailures>::new();
+    let query = use_query_map();
+    view! {
+        <Frame title="Endpoint">
+            <Notice key="unlocked" text="Unlocked: the circuit is closed, and the held messages are delivered or ended as you chose."/>
+            {move || query.read().get("replayed").map(|n| view! {
+                <p class="notice" role="status">{match n.as_str() {
+                    "0" => "No dead message of that kind was left to replay.".to_string(),
+                    "1" => "1 dead message was replayed: it is due now.".to_string(),
+                    n => format!("{n} dead messages were replayed: they are due now."),
+                }}</p>
+            })}
+            {action_error(unlock.value())}
+            {action_error(replay.value())}
+            <Suspense fallback=|| ()>
+                {move || Suspend::new(async move {
+                    let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
+                    match health.await {
+                        Ok(h) => health_view(h, admin, unlock, replay).into_any(),
+                        Err(e) => load_error(e),
+                    }
+                })}
+            </Suspense>
+        </Frame>
+    }
+}
+
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 { "—".into() } else { format!("{:.1} %", part as f64 * 100.0 / whole as f64) }
+}
+
+fn health_view(
+    h: EndpointHealth,
+    admin: bool,
+    unlock: ServerAction<UnlockEndpoint>,
+    replay: ServerAction<ReplayFailures>,
+) -> impl IntoView {
+    let e = h.endpoint;
+    let measured = match (h.deliveries_measured, h.deliveries_capped) {
+        (0, _) => "no delivery in the last 24 h".to_string(),
+        (n, false) => format!("over {n} deliveries"),
+        (n, true) => format!("over the latest {n} deliveries"),
+    };
+    let id = e.id.clone();
+    view! {
+        <dl class="facts">
+            <dt>"URL"</dt><dd class="url">{e.url.clone()}</dd>
+            {h.customer_name.map(|name| view! { <dt>"Customer"</dt><dd>{name}</dd> })}
+            <dt>"State"</dt><dd><Badge text=e.state.as_str().to_string()/></dd>
+            <dt>"Subscriptions"</dt>
+            <dd>{if h.subscriptions.is_empty() {
+                view! { <span class="muted">"none now"</span> }.into_any()
+            } else {
+                h.subscriptions.into_iter().map(|s| view! {
+                    <a class="listed" href=format!("/subscriptions/{}", s.value)>{s.label}</a>
+                }).collect_view().into_any()
+            }}</dd>
+            <dt>"Consecutive failures"</dt><dd>{e.consecutive_failures}</dd>
+            <dt>"Breaker window"</dt><dd>{format!("{} failed of {} attempts", e.window_failures, e.window_attempts)}</dd>
+            <dt>"Last success"</dt><dd>{maybe_time(&e.last_success_at)}</dd>
+            <dt>"Last failure"</dt><dd>{maybe_time(&e.last_failure_at)}</dd>
+            <dt>"Next probe"</dt><dd>{maybe_time(&e.next_probe_at)}</dd>
+        </dl>
+        {(admin && e.state != EndpointState::Closed).then(|| view! {
+            <h2>"Unlock"</h2>
+            <UnlockForm action=unlock id=id.clone() from="endpoint"/>
+        })}
+        <h2 id="health">"Last 24 hours"</h2>
+        <dl class="counts">
+            <div><dt>"Attempts"</dt><dd>{h.attempts}</dd></div>
+            <div><dt>"Success rate"</dt><dd>{percent(h.succeeded, h.attempts)}</dd></div>
+            <div><dt>"Time to deliver, p50"</dt><dd>{h.p50_ms.map(ms_text).unwrap_or_else(|| "—".into())}</dd></div>
+            <div><dt>"Time to deliver, p95"</dt><dd>{h.p95_ms.map(ms_text).unwrap_or_else(|| "—".into())}</dd></div>
+        </dl>
+        <p class="hint">
+            {h.attempts_capped.then(|| {
+                let since = h.counted_since_ms.and_then(DateTime::from_timestamp_millis).map(|t| time(&t)).unwrap_or_default();
+                format!("Counted over the latest {} attempts, since {since}; earlier ones of the 24 hours are not counted. ", h.attempts)
+            })}
+            {format!("Time to deliver runs from publish (or replay, or resume) to the successful response, {measured}.")}
+        </p>
+        {bar_chart(h.hourly, &PER_HOUR)}
+        <h2 id="failures">"Failures by kind"</h2>
+        {if h.failures.is_empty() {
+            view! { <p class="empty">"No failed attempt in the last 24 hours."</p> }.into_any()
+        } else {
+            view! {
+                <div class="groups">
+                    {h.failures.into_iter().enumerate().map(|(i, g)| failure_group(g, i == 0, id.clone(), replay)).collect_view()}
+                </div>
+            }.into_any()
+        }}
+    }
+}
+
+/// One kind of failure; the most frequent shows its latest response body open.
+fn failure_group(g: FailureGroup, open: bool, endpoint_id: String, replay: ServerAction<ReplayFailures>) -> impl IntoView {
+    let latest = DateTime::from_timestamp_millis(g.latest_ms).map(|t| time(&t)).unwrap_or_default();
+    let attempts = count_of(g.count, "attempt", "attempts");
+    let dead = g.dead_messages;
+    view! {
+        <article class="group">
+            <h3><span class="kind">{g.label.clone()}</span>" · "{attempts}</h3>
+            <p>"Latest at "{latest}
+                {g.latest_message_id.map(|m| view! { ", message "<a href=format!("/messages/{m}")><code>{m.clone()}</code></a> })}
+            </p>
+            <details open=open>
+                <summary>"Latest response body"</summary>
+                <pre class="body">{g.latest_body.unwrap_or_else(|| "(no body)".into())}</pre>
+            </details>
+            {if dead == 0 {
+                view! { <p class="muted">"No message died of it."</p> }.into_any()
+            } else {
+                let label = format!("Replay its {}", count_of(dead, "dead message", "dead messages"));
+                view! {
+                    <ActionForm action=replay>
+                        <input type="hidden" name="id" value=endpoint_id/>
+                        <input type="hidden" name="kind" value=g.kind/>
+                        <button type="submit">{label}</button>
+                    </ActionForm>
+                }.into_any()
+            }}
+        </article>
+    }
 }

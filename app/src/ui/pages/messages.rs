@@ -2,10 +2,12 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 use serde_json::Value;
 
-use crate::domain::dto::{Attempt, LogFilter, Message, MessageDetail, Page};
+use crate::domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
 use crate::domain::states::MessageState;
-use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, load_error, maybe_time, time};
-use crate::ui::server_fns::{ReplayDead, ReplayMessage, get_message, get_messages};
+use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, choice_select, load_error, maybe_time, time};
+use crate::ui::server_fns::{
+    ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
+};
 
 /// The filters of the delivery log, from the URL (a GET form).
 fn filter_from_query(state_override: Option<&str>) -> impl Fn() -> (LogFilter, Option<String>) + Clone + Send + Sync {
@@ -32,10 +34,27 @@ fn FilterForm(with_state: bool) -> impl IntoView {
     let query = use_query_map();
     let value = move |k: &str| query.read_untracked().get(k).unwrap_or_default();
     let current_state = value("state");
+    let customer = value("customer_id");
+    let customers = Resource::new(|| (), |_| get_customer_choices());
+    let subs = Resource::new(move || value("customer_id"), |customer| get_subscription_choices(Some(customer)));
     view! {
         <form method="get" class="filters" role="search">
             <label>"Event id" <input name="event_id" value=value("event_id")/></label>
-            <label>"Subscription id" <input name="subscription_id" value=value("subscription_id")/></label>
+            <Suspense fallback=|| ()>
+                {move || {
+                    let customer = customer.clone();
+                    Suspend::new(async move {
+                        let customers = customers.await.unwrap_or_default();
+                        let subs = subs.await.unwrap_or_default();
+                        view! {
+                            {(!customers.is_empty()).then(|| view! {
+                                <label>"Customer" {choice_select("customer_id", "any", customers, customer.clone())}</label>
+                            })}
+                            <label>"Subscription" {choice_select("subscription_id", "any", subs, value("subscription_id"))}</label>
+                        }
+                    })
+                }}
+            </Suspense>
             {with_state.then(|| view! {
                 <label>"State"
                     <select name="state">
@@ -55,33 +74,57 @@ fn FilterForm(with_state: bool) -> impl IntoView {
     }
 }
 
-fn message_table(page: Page<Message>) -> AnyView {
-    if page.data.is_empty() {
-        return view! { <p>"No messages match."</p> }.into_any();
+/// What the table says when no message matches: how to find some.
+fn no_messages(filtered: bool) -> AnyView {
+    if filtered {
+        view! { <p class="empty">"No messages match these filters. Widen the time range, or "<a href="?">"clear the filters"</a>"."</p> }.into_any()
+    } else {
+        view! { <p class="empty">"No messages yet. Publish an event to a subscription's event type (POST /api/v1/events), or send a test event from a "<a href="/subscriptions">"subscription"</a>"."</p> }.into_any()
     }
+}
+
+fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
+    if page.data.is_empty() {
+        return no_messages(filtered);
+    }
+    let admin = page.data.iter().any(|e| e.customer_name.is_some());
     view! {
-        <table>
+        <div class="table-scroll"><table>
             <thead>
                 <tr>
-                    <th scope="col">"Message"</th><th scope="col">"Event type"</th><th scope="col">"State"</th>
-                    <th scope="col">"Attempts"</th><th scope="col">"Last status"</th><th scope="col">"Created"</th>
+                    <th scope="col">"Message"</th>
+                    {admin.then(|| view! { <th scope="col">"Customer"</th> })}
+                    <th scope="col">"Subscription"</th><th scope="col">"Endpoint"</th>
+                    <th scope="col">"Event type"</th><th scope="col">"State"</th>
+                    <th scope="col">"Attempts (last status)"</th><th scope="col">"Created"</th>
                     <th scope="col">"Next attempt"</th>
                 </tr>
             </thead>
             <tbody>
-                {page.data.into_iter().map(|m| view! {
-                    <tr>
-                        <td><a href=format!("/messages/{}", m.id)>{m.id.clone()}</a></td>
-                        <td>{m.event_type.clone()}</td>
-                        <td><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</td>
-                        <td>{m.attempt_count}</td>
-                        <td>{m.last_status.map(|s| s.to_string()).unwrap_or_else(|| "—".into())}</td>
-                        <td>{time(&m.created_at)}</td>
-                        <td>{maybe_time(&m.next_attempt_at)}</td>
-                    </tr>
+                {page.data.into_iter().map(|e| {
+                    let m = e.message;
+                    view! {
+                        <tr>
+                            <td class="id"><a href=format!("/messages/{}", m.id)>{m.id.clone()}</a></td>
+                            {admin.then(|| view! { <td>{e.customer_name.clone().unwrap_or_default()}</td> })}
+                            <td>{match e.subscription_name {
+                                Some(name) => view! { <a href=format!("/subscriptions/{}", m.subscription_id)>{name}</a> }.into_any(),
+                                None => view! { <span class="muted">"(deleted)"</span> }.into_any(),
+                            }}</td>
+                            <td class="url">{match e.endpoint_url {
+                                Some(url) => view! { <a href=format!("/endpoints/{}", m.endpoint_id)>{url}</a> }.into_any(),
+                                None => view! { <code>{m.endpoint_id.clone()}</code> }.into_any(),
+                            }}</td>
+                            <td class="type">{m.event_type.clone()}</td>
+                            <td><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</td>
+                            <td>{m.attempt_count}{m.last_status.map(|s| format!(" ({s})"))}</td>
+                            <td>{time(&m.created_at)}</td>
+                            <td>{maybe_time(&m.next_attempt_at)}</td>
+                        </tr>
+                    }
                 }).collect_view()}
             </tbody>
-        </table>
+        </table></div>
         <NextPage next=page.next_cursor/>
     }
     .into_any()
@@ -89,13 +132,16 @@ fn message_table(page: Page<Message>) -> AnyView {
 
 #[component]
 pub fn MessagesPage() -> impl IntoView {
-    let page = Resource::new(filter_from_query(None), |(filter, cursor)| get_messages(filter, cursor));
+    let page = Resource::new(filter_from_query(None), |(filter, cursor)| async move {
+        let filtered = filter != LogFilter::default();
+        get_messages(filter, cursor).await.map(|page| (page, filtered))
+    });
     view! {
         <Frame title="Delivery log">
             <FilterForm with_state=true/>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
-                    page.await.map(message_table).unwrap_or_else(load_error)
+                    page.await.map(|(page, filtered)| message_table(page, filtered)).unwrap_or_else(load_error)
                 })}
             </Suspense>
         </Frame>
@@ -104,7 +150,10 @@ pub fn MessagesPage() -> impl IntoView {
 
 #[component]
 pub fn DeadLettersPage() -> impl IntoView {
-    let page = Resource::new(filter_from_query(Some("dead")), |(filter, cursor)| get_messages(filter, cursor));
+    let page = Resource::new(filter_from_query(Some("dead")), |(filter, cursor)| async move {
+        let filtered = filter != LogFilter { state: Some("dead".into()), ..LogFilter::default() };
+        get_messages(filter, cursor).await.map(|page| (page, filtered))
+    });
     let replay = ServerAction::<ReplayDead>::new();
     let query = use_query_map();
     let value = move |k: &str| query.read_untracked().get(k).unwrap_or_default();
@@ -127,11 +176,18 @@ pub fn DeadLettersPage() -> impl IntoView {
             </ActionForm>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
-                    page.await.map(message_table).unwrap_or_else(load_error)
+                    page.await.map(|(page, filtered)| dead_table(page, filtered)).unwrap_or_else(load_error)
                 })}
             </Suspense>
         </Frame>
     }
+}
+
+fn dead_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
+    if page.data.is_empty() && !filtered {
+        return view! { <p class="empty">"No dead letters: every message was delivered or is still being tried."</p> }.into_any();
+    }
+    message_table(page, filtered)
 }
 
 #[component]
@@ -165,6 +221,7 @@ fn message_view(d: MessageDetail, replay: ServerAction<ReplayMessage>) -> AnyVie
             <dt>"Id"</dt><dd><code>{m.id.clone()}</code></dd>
             <dt>"State"</dt><dd><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</dd>
             <dt>"Subscription"</dt><dd><a href=format!("/subscriptions/{}", m.subscription_id)>{m.subscription_id.clone()}</a></dd>
+            <dt>"Endpoint"</dt><dd><a href=format!("/endpoints/{}", m.endpoint_id)>{m.endpoint_id.clone()}</a></dd>
             <dt>"Event type"</dt><dd>{m.event_type.clone()}</dd>
             <dt>"Created"</dt><dd>{time(&m.created_at)}</dd>
             <dt>"Delivered"</dt><dd>{maybe_time(&m.delivered_at)}</dd>

@@ -2,13 +2,15 @@
 
 mod admin;
 mod endpoints;
+mod events;
 mod login;
 mod messages;
 mod overview;
 mod subscriptions;
 
 pub use admin::{AuditPage, CustomersPage};
-pub use endpoints::EndpointsPage;
+pub use endpoints::{EndpointPage, EndpointsPage};
+pub use events::EventsPage;
 pub use login::{LoginPage, NotFoundPage};
 pub use messages::{DeadLettersPage, MessagePage, MessagesPage};
 pub use overview::OverviewPage;

@@ -1,7 +1,14 @@
 use leptos::prelude::*;
 
-use crate::domain::dto::{MinuteCount, Overview};
-use crate::ui::components::{Badge, Frame, load_error, maybe_time};
+use crate::domain::dto::Overview;
+use crate::ui::components::{Badge, ChartSpan, Frame, bar_chart, load_error, maybe_time, urlencode};
+
+const PER_MINUTE: ChartSpan = ChartSpan {
+    description: "Successful and failed attempts per minute over the last hour",
+    oldest: "60 min ago",
+    unit: "minute",
+    unit_short: "min",
+};
 use crate::ui::server_fns::get_overview;
 
 #[component]
@@ -34,7 +41,7 @@ fn overview_view(o: Overview) -> impl IntoView {
         </section>
         <section aria-labelledby="chart">
             <h2 id="chart">"Deliveries per minute, last hour"</h2>
-            {chart(o.per_minute)}
+            {bar_chart(o.per_minute, &PER_MINUTE)}
         </section>
         <section aria-labelledby="trouble">
             <h2 id="trouble">"Endpoints that are not closed"</h2>
@@ -46,7 +53,7 @@ fn overview_view(o: Overview) -> impl IntoView {
                         <thead><tr><th scope="col">"URL"</th><th scope="col">"State"</th><th scope="col">"Consecutive failures"</th><th scope="col">"Next probe"</th></tr></thead>
                         <tbody>
                             {troubled.into_iter().map(|e| view! {
-                                <tr><td><a href="/endpoints">{e.url.clone()}</a></td><td><Badge text=e.state.as_str().to_string()/></td>
+                                <tr><td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{e.url.clone()}</a></td><td><Badge text=e.state.as_str().to_string()/></td>
                                 <td>{e.consecutive_failures}</td><td>{maybe_time(&e.next_probe_at)}</td></tr>
                             }).collect_view()}
                         </tbody>
@@ -54,43 +61,5 @@ fn overview_view(o: Overview) -> impl IntoView {
                 }.into_any()
             }}
         </section>
-    }
-}
-
-/// A stacked bar per minute (successes below, failures above), drawn on the server.
-fn chart(minutes: Vec<MinuteCount>) -> impl IntoView {
-    const W: f64 = 600.0;
-    const H: f64 = 160.0;
-    let max = minutes.iter().map(|m| m.success + m.failure).max().unwrap_or(0).max(1) as f64;
-    let bar = W / 60.0;
-    let total_ok: u64 = minutes.iter().map(|m| m.success).sum();
-    let total_failed: u64 = minutes.iter().map(|m| m.failure).sum();
-    let bars = minutes
-        .into_iter()
-        .filter(|m| m.success + m.failure > 0)
-        .map(|m| {
-            let x = W - (m.minutes_ago as f64 + 1.0) * bar;
-            let ok_h = m.success as f64 / max * H;
-            let fail_h = m.failure as f64 / max * H;
-            view! {
-                <g>
-                    <title>{format!("{} min ago: {} delivered, {} failed", m.minutes_ago, m.success, m.failure)}</title>
-                    <rect class="ok" x=x + 1.0 y=H - ok_h width=bar - 2.0 height=ok_h/>
-                    <rect class="failed" x=x + 1.0 y=H - ok_h - fail_h width=bar - 2.0 height=fail_h/>
-                </g>
-            }
-        })
-        .collect_view();
-    view! {
-        <figure class="chart">
-            <svg viewBox=format!("0 0 {W} {H}") role="img" aria-label="Successful and failed attempts per minute over the last hour">
-                {bars}
-            </svg>
-            <div class="axis"><span>"60 min ago"</span><span>"now"</span></div>
-            <figcaption>
-                <span class="key ok">"■"</span>" succeeded: " {total_ok} " · "
-                <span class="key failed">"■"</span>" failed: " {total_failed} " · peak " {max as u64} " per minute"
-            </figcaption>
-        </figure>
     }
 }

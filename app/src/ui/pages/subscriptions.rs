@@ -1,12 +1,12 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::domain::dto::{Page, Subscription};
+use crate::domain::dto::{Page, Preview, Subscription};
 use crate::domain::states::SubscriptionStatus;
-use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, load_error, time};
+use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, load_error, span_text, time};
 use crate::ui::server_fns::{
-    CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_subscription,
-    get_subscriptions, get_viewer,
+    CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_customer_choices,
+    get_schedule, get_subscription, get_subscriptions, get_viewer,
 };
 
 /// The retry policy as the form shows it: a preset's name, or the custom policy's JSON.
@@ -30,26 +30,36 @@ pub fn SubscriptionsPage() -> impl IntoView {
                     page.await.map(list).unwrap_or_else(load_error)
                 })}
             </Suspense>
-            <h2>"New subscription"</h2>
+            <h2 id="new">"New subscription"</h2>
             {action_error(create.value())}
             <ActionForm action=create attr:class="stacked">
                 <Suspense fallback=|| ()>
                     {move || Suspend::new(async move {
-                        viewer.await.ok().flatten().filter(|v| v.is_admin()).map(|_| view! {
-                            <label>"Customer id" <input name="customer_id" required/></label>
+                        let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
+                        let customers = if admin { get_customer_choices().await.unwrap_or_default() } else { Vec::new() };
+                        admin.then(|| view! {
+                            <label>"Customer"
+                                <select name="customer_id" required>
+                                    {customers.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
+                                </select>
+                            </label>
                         })
                     })}
                 </Suspense>
-                <SubscriptionFields sub=None/>
-                <button type="submit">"Create subscription"</button>
+                <SubscriptionFields values=FormValues::previewed().unwrap_or_else(FormValues::new_subscription)/>
+                <div class="actions">
+                    <button type="submit">"Create subscription"</button>
+                    {preview_button("/subscriptions#new".into())}
+                </div>
             </ActionForm>
+            <PreviewedSchedule/>
         </Frame>
     }
 }
 
 fn list(page: Page<Subscription>) -> AnyView {
     if page.data.is_empty() {
-        return view! { <p>"No subscriptions yet."</p> }.into_any();
+        return view! { <p class="empty">"No subscriptions yet: create one below to start receiving events."</p> }.into_any();
     }
     view! {
         <table>
@@ -59,7 +69,7 @@ fn list(page: Page<Subscription>) -> AnyView {
                     <tr>
                         <td><a href=format!("/subscriptions/{}", s.id)>{s.name.clone()}</a></td>
                         <td class="url">{s.url.clone()}</td>
-                        <td>{s.event_types.join(", ")}</td>
+                        <td class="type">{s.event_types.join(", ")}</td>
                         <td><Badge text=s.status.as_str().to_string()/></td>
                         <td>{time(&s.created_at)}</td>
                     </tr>
@@ -71,29 +81,130 @@ fn list(page: Page<Subscription>) -> AnyView {
     .into_any()
 }
 
-/// The editable fields, empty for a new subscription.
+/// The form's values: a subscription's, or those a preview carried in the URL.
+#[derive(Clone, Default)]
+struct FormValues {
+    name: String,
+    url: String,
+    event_types: String,
+    retry_policy: String,
+    timeout_ms: String,
+    binary: bool,
+}
+
+impl FormValues {
+    fn of(sub: &Subscription) -> FormValues {
+        FormValues {
+            name: sub.name.clone(),
+            url: sub.url.clone(),
+            event_types: sub.event_types.join(", "),
+            retry_policy: policy_text(&sub.retry_policy),
+            timeout_ms: sub.timeout_ms.to_string(),
+            binary: sub.content_mode.as_str() == "binary",
+        }
+    }
+
+    fn new_subscription() -> FormValues {
+        FormValues { retry_policy: "event-grid".into(), timeout_ms: "30000".into(), ..FormValues::default() }
+    }
+
+    /// The values of a previewed form, when the URL carries one.
+    fn previewed() -> Option<FormValues> {
+        let query = use_query_map();
+        let q = query.read_untracked();
+        q.get("preview")?;
+        let get = |k: &str| q.get(k).unwrap_or_default();
+        Some(FormValues {
+            name: get("name"),
+            url: get("url"),
+            event_types: get("event_types"),
+            retry_policy: get("retry_policy"),
+            timeout_ms: get("timeout_ms"),
+            binary: get("content_mode") == "binary",
+        })
+    }
+}
+
+/// The editable fields.
 #[component]
-fn SubscriptionFields(sub: Option<Subscription>) -> impl IntoView {
-    let name = sub.as_ref().map(|s| s.name.clone()).unwrap_or_default();
-    let url = sub.as_ref().map(|s| s.url.clone()).unwrap_or_default();
-    let types = sub.as_ref().map(|s| s.event_types.join(", ")).unwrap_or_default();
-    let policy = sub.as_ref().map(|s| policy_text(&s.retry_policy)).unwrap_or_else(|| "event-grid".into());
-    let timeout = sub.as_ref().map(|s| s.timeout_ms).unwrap_or(30_000);
-    let binary = sub.as_ref().is_some_and(|s| s.content_mode.as_str() == "binary");
+fn SubscriptionFields(values: FormValues) -> impl IntoView {
+    let FormValues { name, url, event_types, retry_policy, timeout_ms, binary } = values;
     view! {
         <label>"Name" <input name="name" value=name required/></label>
         <label>"URL" <input name="url" type="url" value=url required/></label>
-        <label>"Event types (comma-separated; * for all but Herald's own, such as herald.message.dead, which must be listed)" <input name="event_types" value=types required/></label>
+        <label>"Event types (comma-separated; * for all but Herald's own, such as herald.message.dead, which must be listed)" <input name="event_types" value=event_types required/></label>
         <label>"Retry policy (workfront, event-grid, eventarc, or a custom policy as JSON)"
-            <input name="retry_policy" value=policy/>
+            <input name="retry_policy" value=retry_policy/>
         </label>
-        <label>"Timeout (ms, 1000 to 60000)" <input name="timeout_ms" type="number" min="1000" max="60000" value=timeout/></label>
+        <label>"Timeout (ms, 1000 to 60000)" <input name="timeout_ms" type="number" min="1000" max="60000" value=timeout_ms/></label>
         <label>"Content mode"
             <select name="content_mode">
                 <option value="structured" selected=!binary>"structured"</option>
                 <option value="binary" selected=binary>"binary"</option>
             </select>
         </label>
+    }
+}
+
+/// The button that shows the form again with its policy's schedule, saving nothing:
+/// the form's fields go to this page in the URL.
+fn preview_button(page: String) -> impl IntoView {
+    view! {
+        <button type="submit" class="secondary" formmethod="get" formaction=page name="preview" value="1">
+            "Preview the schedule"
+        </button>
+    }
+}
+
+/// When each attempt starts if every one fails, as a table.
+fn schedule_table(preview: Preview, caption: &'static str) -> impl IntoView {
+    let last = preview.attempts.last().map(|a| a.offset_secs).unwrap_or(0.0);
+    view! {
+        <table class="schedule">
+            <caption>{caption}</caption>
+            <thead><tr><th scope="col">"Attempt"</th><th scope="col">"Starts after the first"</th></tr></thead>
+            <tbody>
+                {preview.attempts.into_iter().map(|a| view! {
+                    <tr>
+                        <td>{a.attempt}</td>
+                        <td>{if a.attempt == 1 { "at once".to_string() } else { format!("+{}", span_text(a.offset_secs)) }}</td>
+                    </tr>
+                }).collect_view()}
+            </tbody>
+        </table>
+        <p class="hint">{format!(
+            "The last attempt starts {} after the first; a message not delivered within {} of its publish ends dead (expired). Times assume each attempt fails at once, before the policy's jitter.",
+            span_text(last), span_text(preview.ttl_secs as f64)
+        )}</p>
+    }
+}
+
+/// The schedule of the policy a preview carried, or why it cannot be shown.
+#[component]
+fn PreviewedSchedule() -> impl IntoView {
+    let query = use_query_map();
+    let policy = move || query.read().get("preview").and(query.read().get("retry_policy"));
+    let schedule = Resource::new(policy, |policy| async move {
+        match policy {
+            Some(policy) => get_schedule(policy).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match schedule.await {
+                    Ok(Some(preview)) => view! {
+                        <section class="preview" aria-label="Schedule preview">
+                            <p class="notice" role="status">"Preview only: nothing is saved until you press the save button."</p>
+                            {schedule_table(preview, "Retry schedule of the previewed policy")}
+                        </section>
+                    }.into_any(),
+                    Ok(None) => ().into_any(),
+                    Err(e) => load_error(e),
+                }
+            })}
+        </Suspense>
     }
 }
 
@@ -117,7 +228,10 @@ pub fn SubscriptionPage() -> impl IntoView {
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     match sub.await {
-                        Ok(s) => detail(s, update, status, rotate, test).into_any(),
+                        Ok(s) => {
+                            let schedule = get_schedule(s.retry_policy.to_string()).await;
+                            detail(s, schedule, update, status, rotate, test).into_any()
+                        }
                         Err(e) => load_error(e),
                     }
                 })}
@@ -128,6 +242,7 @@ pub fn SubscriptionPage() -> impl IntoView {
 
 fn detail(
     s: Subscription,
+    schedule: Result<Preview, ServerFnError>,
     update: ServerAction<UpdateSubscription>,
     status: ServerAction<SetSubscriptionStatus>,
     rotate: ServerAction<RotateSecret>,
@@ -142,6 +257,7 @@ fn detail(
             <dt>"Id"</dt><dd><code>{s.id.clone()}</code></dd>
             <dt>"Signing secret"</dt><dd><code class="secret">{s.secret.clone().unwrap_or_default()}</code></dd>
             <dt>"Retry policy"</dt><dd><code>{s.retry_policy.to_string()}</code></dd>
+            <dt>"Endpoint"</dt><dd><a href=format!("/endpoints/{}", s.endpoint_id)>"Health and circuit of "{s.url.clone()}</a></dd>
             <dt>"Delivery log"</dt><dd><a href=format!("/messages?subscription_id={}", s.id)>"Messages of this subscription"</a></dd>
         </dl>
         <div class="actions">
@@ -159,11 +275,20 @@ fn detail(
                 <button type="submit">"Send a test event"</button>
             </ActionForm>
         </div>
-        <h2>"Edit"</h2>
+        <h2>"Retry schedule"</h2>
+        {match schedule {
+            Ok(preview) => schedule_table(preview, "When each attempt starts if every one fails").into_any(),
+            Err(e) => load_error(e),
+        }}
+        <h2 id="edit">"Edit"</h2>
         <ActionForm action=update attr:class="stacked">
-            <input type="hidden" name="id" value=id_edit/>
-            <SubscriptionFields sub=Some(s)/>
-            <button type="submit">"Save"</button>
+            <input type="hidden" name="id" value=id_edit.clone()/>
+            <SubscriptionFields values=FormValues::previewed().unwrap_or_else(|| FormValues::of(&s))/>
+            <div class="actions">
+                <button type="submit">"Save"</button>
+                {preview_button(format!("/subscriptions/{id_edit}#edit"))}
+            </div>
         </ActionForm>
+        <PreviewedSchedule/>
     }
 }

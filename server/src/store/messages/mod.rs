@@ -6,7 +6,7 @@ mod dead;
 mod insert;
 mod log;
 #[cfg(test)]
-mod plans;
+pub(crate) mod plans;
 mod recording;
 mod transitions;
 

@@ -16,7 +16,7 @@ use super::*;
 use crate::store::entities::message::{Column, Entity as Messages};
 
 /// SQLite's query plan of `stmt` on a fresh schema, a line per step.
-async fn plan(stmt: Statement) -> Vec<String> {
+pub(crate) async fn plan(stmt: Statement) -> Vec<String> {
     let db = Database::connect("sqlite::memory:").await.unwrap();
     crate::store::migrate(&db).await.unwrap();
     let explain = Statement::from_sql_and_values(

@@ -1,0 +1,105 @@
+//! An endpoint's page: its circuit, its health over the last 24 hours (see
+//! `store::endpoint_health` for what each read costs), and the replay of the
+//! dead messages of one kind of failure.
+
+use app::domain::dto::{self, Choice, EndpointHealth};
+use app::domain::health::{self, FailureKind};
+use app::domain::states::MessageState;
+use serde_json::json;
+
+use super::messages::{Change, replay};
+use super::{Principal, Result, ServiceError, Services, views};
+use crate::store::endpoint_health::{self as store, Window};
+use crate::store::entities::endpoint;
+use crate::store::messages::MessageFilter;
+use crate::store::{customers, endpoints, subscriptions};
+
+/// The latest attempts the page counts, and the latest deliveries the time to
+/// deliver is measured over: enough for a steady rate and percentile, few
+/// enough to read in tens of milliseconds however busy the endpoint is.
+pub const MEASURED_ATTEMPTS: u64 = 20_000;
+pub const MEASURED_DELIVERIES: u64 = 20_000;
+/// The most dead messages one replay of a group takes.
+pub const MAX_GROUP_REPLAY: u64 = 10_000;
+
+async fn visible(services: &Services, who: &Principal, id: &str) -> Result<endpoint::Model> {
+    endpoints::get(&services.db, id)
+        .await?
+        .filter(|e| who.sees(&e.customer_id))
+        .ok_or(ServiceError::NotFound("endpoint"))
+}
+
+pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<EndpointHealth> {
+    let row = visible(services, who, id).await?;
+    let now = services.now_ms();
+    let w = Window { customer_id: &row.customer_id, endpoint_id: &row.id, since_ms: health::window_start(now) };
+    let summary = health::summarize(&store::tallies(&services.db, w, MEASURED_ATTEMPTS).await?, now);
+    let mut times = store::times_to_deliver(&services.db, w, MEASURED_DELIVERIES).await?;
+    times.sort_unstable();
+    let mut failures = summary.failures;
+    for group in &mut failures {
+        let Some(kind) = FailureKind::parse(&group.kind) else { continue };
+        if let Some((body, message_id)) = store::latest_failure(&services.db, w, kind).await? {
+            group.latest_body = body;
+            group.latest_message_id = Some(message_id);
+        }
+    }
+    let customer_name = match who {
+        Principal::Admin { .. } => customers::get(&services.db, &row.customer_id).await?.map(|c| c.name),
+        Principal::Customer { .. } => None,
+    };
+    let subscriptions = subscriptions::of_endpoint(&services.db, &row.customer_id, &row.id)
+        .await?
+        .into_iter()
+        .map(|s| Choice { value: s.id, label: s.name })
+        .collect();
+    let window_ms = services.settings.breaker.window_secs as i64 * 1000;
+    Ok(EndpointHealth {
+        endpoint: views::endpoint(row, now, window_ms),
+        customer_name,
+        subscriptions,
+        attempts: summary.attempts,
+        attempts_capped: summary.attempts >= MEASURED_ATTEMPTS,
+        counted_since_ms: summary.earliest_ms,
+        succeeded: summary.succeeded,
+        p50_ms: health::percentile(&times, 50),
+        p95_ms: health::percentile(&times, 95),
+        deliveries_measured: times.len() as u64,
+        deliveries_capped: times.len() as u64 == MEASURED_DELIVERIES,
+        hourly: summary.hourly,
+        failures,
+    })
+}
+
+/// Replays the dead messages whose last attempt, in the last 24 hours, failed
+/// with `kind` (a status code such as `503`, or an error kind such as `timeout`).
+pub async fn replay_failures(services: &Services, who: &Principal, id: &str, kind: &str) -> Result<dto::ReplayResult> {
+    let failure = FailureKind::parse(kind)
+        .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 599) or an error kind"))?;
+    let row = visible(services, who, id).await?;
+    let w = Window {
+        customer_id: &row.customer_id,
+        endpoint_id: &row.id,
+        since_ms: health::window_start(services.now_ms()),
+    };
+    let ids = store::dead_of_kind(&services.db, w, failure, MAX_GROUP_REPLAY).await?;
+    if ids.is_empty() {
+        return Ok(dto::ReplayResult { replayed: 0 });
+    }
+    let filter = MessageFilter {
+        customer_id: Some(row.customer_id.clone()),
+        state: Some(MessageState::Dead),
+        ..MessageFilter::default()
+    };
+    let change = Change {
+        who,
+        action: "messages.replay",
+        target: &row.id,
+        detail: json!({"endpoint_id": row.id, "failure": failure.key()}),
+    };
+    let replayed = replay(services, &filter, Some(ids), change).await?;
+    if replayed > 0 {
+        services.pipeline.wake.notify_one();
+    }
+    Ok(dto::ReplayResult { replayed })
+}
