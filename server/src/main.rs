@@ -7,10 +7,9 @@ use clap::{Parser, Subcommand};
 use herald::{Application, Settings, secrets, store, telemetry};
 use tokio::sync::watch;
 
-// Herald allocates many small short-lived buffers per request; in the profile glibc's
-// malloc and free took about a seventh of the process's time. mimalloc's v2 line, not v3:
-// with the same work v3 held more memory (peak RSS 73-79 MB against 57 MB, wrk + nginx on
-// PostgreSQL) and delivered no faster.
+// Herald allocates many small short-lived buffers per request, and glibc's malloc and free
+// showed up large in its profile. mimalloc's v2 line, not v3: with the same work v3 held more
+// memory and delivered no faster (docs/performance.md, "Levers that mattered").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -19,12 +18,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Freed pages go back to the system after 2 ms instead of 10 ms (mimalloc 2's default). Any delay
-/// keeps freed buffers resident: herald-bench's backlog run peaked at 111 MB without one, 134 MB
-/// with 2 ms, 153 MB with 50 ms. Without one, though, every buffer that empties a page hands it
-/// back and the next batch faults it in again: a seventh of Herald's samples under load (wrk +
-/// nginx, one subscription on SQLite: 0.094 of the raw limit without a delay, 0.105 with 2 ms;
-/// Herald's CPU per delivery 12 % lower). A machine with memory to spare may set mimalloc's own
-/// `MIMALLOC_PURGE_DELAY` (milliseconds), which is then left alone.
+/// keeps freed buffers resident, and a longer one more of them; without one, though, every buffer
+/// that empties a page hands it back and the next batch faults it in again, which cost Herald a
+/// large share of its CPU under load (the figures are in docs/performance.md). A machine with
+/// memory to spare may set mimalloc's own `MIMALLOC_PURGE_DELAY` (milliseconds), which is then
+/// left alone.
 const PURGE_DELAY_MS: std::ffi::c_long = 2;
 
 fn return_freed_memory_soon() {

@@ -1,7 +1,7 @@
 //! The dashboard over HTTP as a browser without JavaScript uses it: login,
 //! the session cookie, roles, isolation and the cross-site guard.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

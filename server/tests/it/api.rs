@@ -1,7 +1,7 @@
 //! The REST API as a client sees it: auth rules, isolation, validation,
 //! idempotent publishing and the retry-policy preview.
 
-mod common;
+use crate::common;
 
 use common::{ADMIN_TOKEN, TestApp};
 use reqwest::Method;

@@ -3,7 +3,7 @@
 //! the next publish, and an endpoint whose circuit opened meanwhile must not be
 //! handed new messages as if it were closed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

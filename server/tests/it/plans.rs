@@ -1,7 +1,7 @@
 //! How PostgreSQL plans Herald's hottest statements, on a database as fresh
 //! as a new installation's: plans made then are kept while the tables grow.
 
-mod common;
+use crate::common;
 
 use sea_orm::{Database, DbBackend};
 

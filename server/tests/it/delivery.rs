@@ -1,7 +1,7 @@
 //! Delivery end to end within one process: the real API, the real worker
 //! (driven tick by tick under a manual clock) and a real HTTP receiver.
 
-mod common;
+use crate::common;
 
 use app::domain::signing::SigningKey;
 use common::{TestApp, TestReceiver};

@@ -8,7 +8,7 @@
 //! PostgreSQL the test's database is made read-only and Herald's connections
 //! to it are ended, as a server restart or a failover would end them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! out at once instead of after the lease. These tests use SQLite files of
 //! their own, whichever database the run uses: the rule is SQLite's.
 
-mod common;
+use crate::common;
 
 use common::{TestApp, TestReceiver};
 use herald::store::messages::{Among, Lane, claim};

@@ -1,6 +1,6 @@
 //! The schema as the migrations leave it, on the database under test.
 
-mod common;
+use crate::common;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 

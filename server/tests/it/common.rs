@@ -2,8 +2,6 @@
 //! database when TEST_DATABASE_URL is set), the real application on port 0,
 //! and a receiver that records what Herald sends.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 

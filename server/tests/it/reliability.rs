@@ -2,7 +2,7 @@
 //! breaker's states at small thresholds, held messages, unlock and per-endpoint
 //! concurrency. The worker runs tick by tick under a manual clock.
 
-mod common;
+use crate::common;
 
 use common::{ADMIN_TOKEN, TestApp, TestReceiver};
 use serde_json::{Value, json};

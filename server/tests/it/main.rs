@@ -1,0 +1,17 @@
+//! Herald's integration tests, in one binary: a module per area, all on the
+//! harness in `common` (a fresh database per test, the real application on
+//! port 0, a recording receiver). `TEST_DATABASE_URL` runs them on PostgreSQL.
+
+mod common;
+
+mod api;
+mod dashboard;
+mod delivery;
+mod fuzz_cursor;
+mod fuzz_event_batch;
+mod outage;
+mod plans;
+mod recovery;
+mod reliability;
+mod routing;
+mod schema;
