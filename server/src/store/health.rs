@@ -37,6 +37,9 @@ pub struct DatabaseHealth {
     /// `true` while the database answers.
     up: watch::Sender<bool>,
     outage: Mutex<Option<Outage>>,
+    /// When the last outage ended: a statement that waited for a connection
+    /// during it may report its failure just after.
+    ended: Mutex<Option<Instant>>,
 }
 
 struct Outage {
@@ -48,7 +51,13 @@ struct Outage {
 impl DatabaseHealth {
     pub fn new(db: DatabaseConnection, settings: &Settings) -> Arc<DatabaseHealth> {
         let name = describe(settings);
-        Arc::new(DatabaseHealth { db, name, up: watch::Sender::new(true), outage: Mutex::default() })
+        Arc::new(DatabaseHealth {
+            db,
+            name,
+            up: watch::Sender::new(true),
+            outage: Mutex::default(),
+            ended: Mutex::default(),
+        })
     }
 
     /// The database, as `/healthz` names it.
@@ -75,6 +84,10 @@ impl DatabaseHealth {
         let mut outage = self.outage.lock().expect("outage");
         if let Some(outage) = outage.as_mut() {
             outage.failures += 1;
+            return;
+        }
+        if waited_through_the_last_outage(e, *self.ended.lock().expect("ended")) {
+            tracing::debug!(error = %e, "{doing} waited for a connection through the outage that just ended");
             return;
         }
         tracing::error!(
@@ -148,6 +161,7 @@ impl DatabaseHealth {
         drop_dead_connections(&self.db).await;
         // Under the lock, so that a failure reported meanwhile starts a new outage after this one.
         let mut outage = self.outage.lock().expect("outage");
+        *self.ended.lock().expect("ended") = Some(Instant::now());
         if let Some(outage) = outage.take() {
             tracing::info!(
                 database = %self.name,
@@ -181,6 +195,20 @@ async fn drop_dead_connections(db: &DatabaseConnection) {
 /// Whether an error says the database is away, rather than that a statement
 /// is wrong: no connection, a lost one, a server shutting down or in
 /// recovery, a read-only or full disk, a lock held past its timeout.
+/// A wait for a connection that ran out within the pool's deadline of the end
+/// of an outage began during it: it reports that outage, not a new one.
+fn waited_through_the_last_outage(e: &DbErr, ended: Option<Instant>) -> bool {
+    use sea_orm::sqlx::Error;
+    let waited = match e {
+        DbErr::ConnectionAcquire(_) => true,
+        DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
+            matches!(**e, Error::PoolTimedOut)
+        }
+        _ => false,
+    };
+    waited && ended.is_some_and(|at| at.elapsed() <= super::ACQUIRE_TIMEOUT + Duration::from_millis(250))
+}
+
 pub fn is_unavailable(e: &DbErr) -> bool {
     match e {
         DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => true,
@@ -265,5 +293,20 @@ mod tests {
         assert!(!is_unavailable(&DbErr::RecordNotFound("message".into())));
         let decode = sea_orm::sqlx::Error::ColumnNotFound("id".into());
         assert!(!is_unavailable(&DbErr::Query(RuntimeErr::SqlxError(Arc::new(decode)))));
+    }
+
+    #[test]
+    fn a_wait_for_a_connection_that_ends_just_after_an_outage_belongs_to_it() {
+        let timeout = DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout);
+        let pool = DbErr::Exec(RuntimeErr::SqlxError(Arc::new(sea_orm::sqlx::Error::PoolTimedOut)));
+        let refused = sea_orm::sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let refused = DbErr::Query(RuntimeErr::SqlxError(Arc::new(refused)));
+        let just_now = Some(Instant::now());
+        assert!(waited_through_the_last_outage(&timeout, just_now));
+        assert!(waited_through_the_last_outage(&pool, just_now));
+        assert!(!waited_through_the_last_outage(&refused, just_now), "a refused connection is a new outage");
+        let long_ago = Instant::now().checked_sub(Duration::from_secs(2));
+        assert!(!waited_through_the_last_outage(&timeout, long_ago), "a wait that began after the outage");
+        assert!(!waited_through_the_last_outage(&timeout, None));
     }
 }
