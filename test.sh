@@ -17,7 +17,7 @@ case $TARGET_DIR in /*) ;; *) TARGET_DIR=$PWD/$TARGET_DIR ;; esac
 
 phase() { printf '\n==> %s\n' "$*"; }
 
-phase "[1/4] Python environment for the end-to-end tests ($VENV)"
+phase "[1/5] Python environment for the end-to-end tests ($VENV)"
 if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
     rm -rf "$VENV"
     "$PYTHON" -m venv "$VENV"
@@ -38,6 +38,8 @@ missing=()
 [[ -x $CHROMIUM ]] || missing+=(chromium)
 command -v strace >/dev/null || missing+=(strace)
 command -v npm >/dev/null || missing+=(npm)
+# The alert rules are checked with promtool; the metrics' end-to-end test scrapes with a real Prometheus.
+command -v promtool >/dev/null && command -v prometheus >/dev/null || missing+=(prometheus)
 if ((${#missing[@]} > 0)); then
     if ((EUID == 0)); then
         phase "installing ${missing[*]} for the end-to-end tests"
@@ -62,11 +64,15 @@ else
 fi
 
 if [[ -n ${TEST_DATABASE_URL:-} ]]; then database="TEST_DATABASE_URL is set"; else database="SQLite only"; fi
-phase "[2/4] cargo test --workspace --exclude frontend ($database)"
+phase "[2/5] Prometheus alert rules (promtool check rules, promtool test rules)"
+promtool check rules deploy/prometheus/alerts.yml
+(cd deploy/prometheus && promtool test rules alerts_test.yml)
+
+phase "[3/5] cargo test --workspace --exclude frontend ($database)"
 cargo test --workspace --exclude frontend
 
-phase "[3/4] cargo build -p server"
+phase "[4/5] cargo build -p server"
 cargo build -p server
 
-phase "[4/4] end-to-end tests (pytest end2end) against $TARGET_DIR/debug/herald"
+phase "[5/5] end-to-end tests (pytest end2end) against $TARGET_DIR/debug/herald"
 HERALD_BIN=$TARGET_DIR/debug/herald "$VENV/bin/python" -m pytest end2end -q -p no:cacheprovider "$@"

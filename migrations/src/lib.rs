@@ -19,7 +19,7 @@ mod m0012_incremental_vacuum;
 mod m0013_event_archive;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
-pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, RETRY as RETRY_LANE};
+pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
 /// How queries spell the conditions of the log by state and of an endpoint's waiting messages, for the same reason.
 pub use m0008_fewer_index_entries::{UNDELIVERED, WAITING};
 

@@ -13,7 +13,8 @@ use sea_orm_migration::prelude::*;
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-const OPEN: &str = "next_attempt_at IS NOT NULL";
+/// Open messages: those with a next attempt (pending, delivering, held).
+pub const OPEN: &str = "next_attempt_at IS NOT NULL";
 pub const FRESH: &str = "attempt_count = 0";
 pub const RETRY: &str = "attempt_count > 0";
 

@@ -13,7 +13,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
-use crate::pipeline::{Lanes, Pipeline, heartbeat, retention};
+use crate::pipeline::{Lanes, Pipeline, gauges, heartbeat, retention};
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
 use crate::service::customers::ensure_admin_user;
@@ -88,6 +88,8 @@ impl Application {
     /// The REST API and the dashboard, behind the request limits.
     pub fn router(services: Services) -> axum::Router {
         let limits = services.settings.limits.clone();
+        // Every series of the hot path and every counter of rare events exists from the start.
+        telemetry::hot();
         let api = api::router(ApiState::new(services.clone(), telemetry::metrics_handle()));
         let dashboard_not_found = ui::not_found(services.clone());
         let not_found = move |request: axum::extract::Request| {
@@ -113,6 +115,7 @@ impl Application {
         let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
         let sweeper =
             with_lanes.then(|| tokio::spawn(retention::run(self.services.pipeline.clone(), shutdown.clone())));
+        let gauges = with_lanes.then(|| tokio::spawn(gauges::run(self.services.pipeline.clone(), shutdown.clone())));
         let url = &self.services.settings.database_url;
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
@@ -137,6 +140,9 @@ impl Application {
         }
         if let Some(sweeper) = sweeper {
             let _ = sweeper.await;
+        }
+        if let Some(gauges) = gauges {
+            let _ = gauges.await;
         }
         if let Some(checkpoints) = checkpoints {
             let _ = checkpoints.await;

@@ -2,6 +2,7 @@
 
 use std::sync::{LazyLock, OnceLock};
 
+use app::domain::policy::DeadReason;
 use app::domain::states::Outcome;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -55,10 +56,23 @@ impl Hot {
     }
 }
 
+/// Messages that became dead, by reason (registered at zero by [`hot`]).
+pub fn dead_messages(reason: DeadReason) -> Counter {
+    metrics::counter!("herald_dead_messages_total", "reason" => reason.as_str())
+}
+
 /// The handles, registered with the process-wide recorder (installed first).
 pub fn hot() -> &'static Hot {
     static HOT: LazyLock<Hot> = LazyLock::new(|| {
         metrics_handle();
+        // Counters of rare events start at zero, so that their rates exist before the first one.
+        for reason in DeadReason::ALL {
+            dead_messages(reason).absolute(0);
+        }
+        metrics::counter!("herald_db_errors_total").absolute(0);
+        for kind in ["messages", "attempts", "events"] {
+            metrics::counter!("herald_retention_removed_total", "kind" => kind).absolute(0);
+        }
         let claims = |lane: &'static str| {
             [false, true]
                 .map(|found| metrics::counter!("herald_claims_total", "lane" => lane, "found" => found.to_string()))

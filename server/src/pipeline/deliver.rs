@@ -194,7 +194,8 @@ impl Deliverer {
                         let txn = db.begin().await?;
                         let released = messages::release_unattempted(&txn, &msg.id, token, now, finish).await?;
                         let announced = if released {
-                            report_dead(&self.pipeline, &txn, [msg]).await?
+                            let died = message::Model { dead_reason: dead_reason.map(str::to_string), ..msg.clone() };
+                            report_dead(&self.pipeline, &txn, [&died]).await?
                         } else {
                             Announced::default()
                         };

@@ -15,6 +15,7 @@
 mod decide;
 mod deliver;
 pub mod endpoint_slots;
+pub mod gauges;
 pub mod handoff;
 pub mod heartbeat;
 mod intake;

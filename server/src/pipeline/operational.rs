@@ -12,19 +12,24 @@ use foldhash::{HashMap, HashMapExt};
 use sea_orm::{ConnectionTrait, DbErr};
 
 use app::domain::operational::{self, EndpointReport, Report};
+use app::domain::policy::DeadReason;
 
 use super::Pipeline;
 use crate::ids::new_id;
+use crate::telemetry;
 use crate::store::entities::{event, message, subscription};
 use crate::store::messages::{PAUSED, message_for};
 use crate::store::subscriptions::{self, event_types, policy_of};
 use crate::store::{bulk, messages, notify};
 
-/// The endpoints that operational events were stored for, to wake after the commit.
+/// The endpoints that operational events were stored for, to wake after the
+/// commit, and the deaths to count then (`herald_dead_messages_total`).
 #[derive(Debug, Default)]
 #[must_use = "the lanes learn of the new messages only from wake()"]
 pub struct Announced {
     endpoints: Vec<String>,
+    /// By reason, in the order of `DeadReason::ALL`.
+    deaths: [u64; DeadReason::ALL.len()],
 }
 
 impl Announced {
@@ -32,21 +37,48 @@ impl Announced {
         if !self.endpoints.is_empty() {
             pipeline.wake.stored_for(self.endpoints);
         }
+        for (reason, n) in DeadReason::ALL.iter().zip(self.deaths) {
+            if n > 0 {
+                telemetry::dead_messages(*reason).increment(n);
+            }
+        }
     }
 
     pub fn merge(&mut self, other: Announced) {
         self.endpoints.extend(other.endpoints);
+        for (mine, theirs) in self.deaths.iter_mut().zip(other.deaths) {
+            *mine += theirs;
+        }
     }
 }
 
-/// Reports, inside `txn`, that these messages have become dead. Messages that
-/// carried Herald's own events are not reported.
+/// The deaths among `died`, by reason (each model carries its new `dead_reason`).
+fn deaths(died: &[&message::Model]) -> [u64; DeadReason::ALL.len()] {
+    let mut counts = [0; DeadReason::ALL.len()];
+    for m in died {
+        if let Some(i) = DeadReason::ALL.iter().position(|r| Some(r.as_str()) == m.dead_reason.as_deref()) {
+            counts[i] += 1;
+        }
+    }
+    counts
+}
+
+/// Reports, inside `txn`, that these messages have become dead (each model
+/// carrying its new `dead_reason`), and counts them at `wake`. Messages that
+/// carried Herald's own events are counted, not reported.
 pub async fn report_dead<'a>(
     pipeline: &Pipeline,
     txn: &impl ConnectionTrait,
     died: impl IntoIterator<Item = &'a message::Model>,
 ) -> Result<Announced, DbErr> {
-    let died: Vec<&message::Model> = died.into_iter().filter(|m| !operational::is_herald_type(&m.event_type)).collect();
+    let died: Vec<&message::Model> = died.into_iter().collect();
+    let mut announced = announce_dead(pipeline, txn, &died).await?;
+    announced.deaths = deaths(&died);
+    Ok(announced)
+}
+
+async fn announce_dead(pipeline: &Pipeline, txn: &impl ConnectionTrait, died: &[&message::Model]) -> Result<Announced, DbErr> {
+    let died: Vec<&message::Model> = died.iter().copied().filter(|m| !operational::is_herald_type(&m.event_type)).collect();
     if died.is_empty() {
         return Ok(Announced::default());
     }
@@ -135,5 +167,5 @@ async fn write(
         new_messages.into_iter().filter(|m| m.next_attempt_at != Some(PAUSED)).map(|m| m.endpoint_id).collect();
     endpoints.sort();
     endpoints.dedup();
-    Ok(Announced { endpoints })
+    Ok(Announced { endpoints, ..Announced::default() })
 }

@@ -179,11 +179,12 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Opt
     }
     save_circuits(&txn, &circuits, now).await?;
     // Operational events, in the same transaction: a success-only batch reads nothing more.
-    let died = records
+    let died: Vec<message::Model> = records
         .iter()
         .filter(|r| r.decision.finish.state == MessageState::Dead && moved.contains(&r.message.id))
-        .map(|r| &r.message);
-    let mut announced = report_dead(pipeline, &txn, died).await?;
+        .map(|r| message::Model { dead_reason: r.decision.finish.dead_reason.map(str::to_string), ..r.message.clone() })
+        .collect();
+    let mut announced = report_dead(pipeline, &txn, &died).await?;
     announced.merge(report_endpoints(pipeline, &txn, reports).await?);
     txn.commit().await?;
     announced.wake(pipeline);

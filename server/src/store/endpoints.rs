@@ -59,6 +59,25 @@ pub async fn not_closed(db: &impl ConnectionTrait, customer_id: Option<&str>) ->
     query.limit(100).all(db).await
 }
 
+/// How many endpoints are in each circuit state (a scan of the endpoints: one row per target URL).
+pub async fn count_by_state(db: &impl ConnectionTrait) -> Result<Vec<(EndpointState, u64)>, DbErr> {
+    let rows: Vec<(String, i64)> = Endpoints::find()
+        .select_only()
+        .column(Column::State)
+        .column_as(Column::Id.count(), "n")
+        .group_by(Column::State)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(EndpointState::ALL
+        .iter()
+        .map(|state| {
+            let n = rows.iter().filter(|(s, _)| s == state.as_str()).map(|(_, n)| (*n).max(0) as u64).sum();
+            (*state, n)
+        })
+        .collect())
+}
+
 pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<endpoint::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());

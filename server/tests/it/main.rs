@@ -9,6 +9,7 @@ mod dashboard;
 mod delivery;
 mod fuzz_cursor;
 mod fuzz_event_batch;
+mod metrics;
 mod outage;
 mod plans;
 mod recovery;

@@ -3,6 +3,7 @@
 
 mod claim;
 mod dead;
+pub mod gauges;
 mod insert;
 mod log;
 #[cfg(test)]

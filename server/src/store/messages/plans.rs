@@ -120,3 +120,21 @@ async fn the_claims_update_finds_its_rows_by_id() {
         .build(DbBackend::Sqlite);
     assert_eq!(plan(update).await, ["SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"]);
 }
+
+/// The gauges count the open messages from the lanes' indexes and the
+/// undelivered ones from the log's, never reading the table itself.
+#[tokio::test]
+async fn the_gauges_read_only_the_partial_indexes() {
+    let open = plan(Statement::from_string(DbBackend::Sqlite, super::gauges::open_and_dead_sql())).await.join("\n");
+    // The retry lane's index is read with each entry's row (for `attempt_count`): still only the open ones.
+    for index in ["idx_messages_fresh", "idx_messages_retry", "idx_messages_customer_undelivered"] {
+        assert!(open.contains(&format!("INDEX {index}")), "{index}: {open}");
+    }
+    assert_eq!(open.matches("SCAN messages USING").count(), 3, "{open}");
+    for lane in [Lane::Fresh, Lane::Retry] {
+        let oldest = plan(super::gauges::oldest_due_query(DbBackend::Sqlite, lane, 1_000).build(DbBackend::Sqlite)).await;
+        let oldest = oldest.join("\n");
+        assert!(oldest.contains("USING INDEX idx_messages_") || oldest.contains("USING COVERING INDEX idx_messages_"), "{oldest}");
+        assert!(!oldest.contains("SCAN messages\n") && !oldest.ends_with("SCAN messages"), "{oldest}");
+    }
+}

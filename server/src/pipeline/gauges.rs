@@ -1,0 +1,110 @@
+//! The gauges an operator alerts on, re-read from the database on a timer
+//! rather than at each scrape: every 10 s the open messages by state, the dead
+//! ones, the endpoints by circuit state and, per lane, the age of the oldest
+//! message due but not yet sent; every minute the delivered ones (every message
+//! less the rest: the one count that grows with the history). The database
+//! pool's connections are read from the pool itself. Each process sharing a
+//! database reports the same values, so alerts take their maximum.
+
+use std::time::Duration;
+
+use app::domain::states::{EndpointState, MessageState};
+use sea_orm::{DatabaseConnection, DbBackend, DbErr};
+use tokio::sync::watch;
+
+use super::Pipeline;
+use crate::store::endpoints;
+use crate::store::messages::{Lane, gauges};
+
+pub const EVERY: Duration = Duration::from_secs(10);
+/// Ticks between two counts of every message.
+const DELIVERED_EVERY: u32 = 6;
+
+/// One reading of the gauges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    /// Every state; `delivered` only when this reading counted every message.
+    pub messages: Vec<(MessageState, u64)>,
+    /// Seconds since the oldest due message of each lane became due (0 when none is due).
+    pub oldest_due_secs: [(Lane, f64); 2],
+    pub endpoints: Vec<(EndpointState, u64)>,
+}
+
+/// Reads the gauges at the pipeline's clock; `with_delivered` also counts every message.
+pub async fn read(pipeline: &Pipeline, with_delivered: bool) -> Result<Reading, DbErr> {
+    let db = &pipeline.db;
+    let now = pipeline.now_ms();
+    let mut messages = gauges::open_and_dead(db).await?;
+    if with_delivered {
+        let others: u64 = messages.iter().map(|(_, n)| n).sum();
+        messages.push((MessageState::Delivered, gauges::all(db).await?.saturating_sub(others)));
+    }
+    let mut oldest_due_secs = [(Lane::Fresh, 0.0), (Lane::Retry, 0.0)];
+    for (lane, age) in &mut oldest_due_secs {
+        if let Some(due) = gauges::oldest_due(db, *lane, now).await? {
+            *age = (now - due).max(0) as f64 / 1000.0;
+        }
+    }
+    Ok(Reading { messages, oldest_due_secs, endpoints: endpoints::count_by_state(db).await? })
+}
+
+fn lane_name(lane: Lane) -> &'static str {
+    match lane {
+        Lane::Fresh => "fresh",
+        Lane::Retry => "retry",
+    }
+}
+
+/// Sets the process's gauges to a reading.
+pub fn publish(reading: &Reading) {
+    for (state, n) in &reading.messages {
+        metrics::gauge!("herald_messages", "state" => state.as_str()).set(*n as f64);
+    }
+    for (lane, secs) in reading.oldest_due_secs {
+        metrics::gauge!("herald_oldest_due_seconds", "lane" => lane_name(lane)).set(secs);
+    }
+    for (state, n) in &reading.endpoints {
+        metrics::gauge!("herald_endpoints", "state" => state.as_str()).set(*n as f64);
+    }
+}
+
+/// The pool's connections: in use, and idle.
+pub fn publish_pool(db: &DatabaseConnection) {
+    let (size, idle) = match db.get_database_backend() {
+        DbBackend::Postgres => {
+            let pool = db.get_postgres_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        _ => {
+            let pool = db.get_sqlite_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+    };
+    let idle = idle as u32;
+    metrics::gauge!("herald_db_pool_connections", "state" => "in_use").set(size.saturating_sub(idle) as f64);
+    metrics::gauge!("herald_db_pool_connections", "state" => "idle").set(idle as f64);
+}
+
+/// Reads and publishes every [`EVERY`] until shutdown; skips while the database is away.
+pub async fn run(pipeline: Pipeline, mut shutdown: watch::Receiver<bool>) {
+    let mut tick: u32 = 0;
+    loop {
+        publish_pool(&pipeline.db);
+        if !pipeline.health.is_down() {
+            match read(&pipeline, tick.is_multiple_of(DELIVERED_EVERY)).await {
+                Ok(reading) => {
+                    publish(&reading);
+                    tick = tick.wrapping_add(1);
+                }
+                Err(e) => pipeline.health.failed("reading the gauges", &e),
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(EVERY) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+    }
+}
