@@ -115,14 +115,16 @@ impl Application {
         let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
         let sweeper =
             with_lanes.then(|| tokio::spawn(retention::run(self.services.pipeline.clone(), shutdown.clone())));
-        let gauges = with_lanes.then(|| tokio::spawn(gauges::run(self.services.pipeline.clone(), shutdown.clone())));
         let url = &self.services.settings.database_url;
+        let sync = self.services.settings.sqlite_synchronous;
+        let gauges = with_lanes.then(|| {
+            tokio::spawn(gauges::run(self.services.pipeline.clone(), self.services.pipeline.db.clone(), shutdown.clone()))
+        });
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));
         let heartbeat = if self.services.pipeline.process != 0 {
             // A connection of its own: the heartbeat never waits behind the lanes for the pool.
-            let db =
-                store::connect(url, self.services.settings.sqlite_synchronous).await.map_err(std::io::Error::other)?;
+            let db = store::connect(url, sync).await.map_err(std::io::Error::other)?;
             Some(tokio::spawn(heartbeat::run(db, self.services.pipeline.clone(), shutdown.clone())))
         } else {
             None

@@ -350,8 +350,9 @@ pub struct EndpointHealth {
     pub customer_name: Option<String>,
     /// The subscriptions that deliver to it, by name.
     pub subscriptions: Vec<Choice>,
-    /// The attempts counted, and whether that is only the latest of them (the
-    /// window held more), then counted since `counted_since_ms`.
+    /// The attempts counted, and whether they are only those among the
+    /// customer's latest attempts (the window held more of them), counted
+    /// since `counted_since_ms`.
     pub attempts: u64,
     pub attempts_capped: bool,
     pub counted_since_ms: Option<i64>,
@@ -359,8 +360,8 @@ pub struct EndpointHealth {
     /// Time from publish (or replay, or resume) to the successful response, in milliseconds.
     pub p50_ms: Option<i64>,
     pub p95_ms: Option<i64>,
-    /// How many deliveries the percentiles are taken over, and whether that is
-    /// only the latest of them (the window held more).
+    /// How many deliveries the percentiles are taken over, and whether those
+    /// are only the latest (as for the attempts).
     pub deliveries_measured: u64,
     pub deliveries_capped: bool,
     /// Attempts per hour, `ago` 0 being the current hour.

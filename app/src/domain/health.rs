@@ -38,7 +38,7 @@ impl FailureKind {
 
     pub fn parse(key: &str) -> Option<FailureKind> {
         match key.parse::<u16>() {
-            Ok(status) if (100..=599).contains(&status) => Some(FailureKind::Status(status)),
+            Ok(status) if (100..=999).contains(&status) => Some(FailureKind::Status(status)),
             Ok(_) => None,
             Err(_) => ErrorKind::parse(key).map(FailureKind::Error),
         }
@@ -149,6 +149,7 @@ mod tests {
             assert_eq!(FailureKind::parse(&kind.key()), Some(kind));
         }
         assert_eq!(FailureKind::parse("99"), None);
+        assert_eq!(FailureKind::parse("799"), Some(FailureKind::Status(799)), "any three-digit status a receiver sends");
         assert_eq!(FailureKind::parse("nonsense"), None);
         assert_eq!(FailureKind::of(Some(502), Some(ErrorKind::BodyTooLarge)), Some(FailureKind::Error(ErrorKind::BodyTooLarge)));
         assert_eq!(FailureKind::Error(ErrorKind::BlockedTarget).label(), "blocked target");

@@ -2,9 +2,11 @@
 //! rather than at each scrape: every 10 s the open messages by state, the dead
 //! ones, the endpoints by circuit state and, per lane, the age of the oldest
 //! message due but not yet sent; every minute the delivered ones (every message
-//! less the rest: the one count that grows with the history). The database
-//! pool's connections are read from the pool itself. Each process sharing a
-//! database reports the same values, so alerts take their maximum.
+//! less the rest: the one count that grows with the history; on SQLite it holds
+//! the engine's one connection while it runs, tens of milliseconds at a million
+//! messages). The database pool's connections are read from the pool itself.
+//! Each process sharing a database reports the same values, so alerts take
+//! their maximum.
 
 use std::time::Duration;
 
@@ -30,15 +32,10 @@ pub struct Reading {
     pub endpoints: Vec<(EndpointState, u64)>,
 }
 
-/// Reads the gauges at the pipeline's clock; `with_delivered` also counts every message.
-pub async fn read(pipeline: &Pipeline, with_delivered: bool) -> Result<Reading, DbErr> {
-    let db = &pipeline.db;
+/// Reads the gauges from `db` at the pipeline's clock; `with_delivered` also counts every message.
+pub async fn read(pipeline: &Pipeline, db: &DatabaseConnection, with_delivered: bool) -> Result<Reading, DbErr> {
     let now = pipeline.now_ms();
-    let mut messages = gauges::open_and_dead(db).await?;
-    if with_delivered {
-        let others: u64 = messages.iter().map(|(_, n)| n).sum();
-        messages.push((MessageState::Delivered, gauges::all(db).await?.saturating_sub(others)));
-    }
+    let messages = gauges::by_state(db, with_delivered).await?;
     let mut oldest_due_secs = [(Lane::Fresh, 0.0), (Lane::Retry, 0.0)];
     for (lane, age) in &mut oldest_due_secs {
         if let Some(due) = gauges::oldest_due(db, *lane, now).await? {
@@ -85,13 +82,14 @@ pub fn publish_pool(db: &DatabaseConnection) {
     metrics::gauge!("herald_db_pool_connections", "state" => "idle").set(idle as f64);
 }
 
-/// Reads and publishes every [`EVERY`] until shutdown; skips while the database is away.
-pub async fn run(pipeline: Pipeline, mut shutdown: watch::Receiver<bool>) {
+/// Reads from `db` and publishes every
+/// [`EVERY`] until shutdown; skips while the database is away.
+pub async fn run(pipeline: Pipeline, db: DatabaseConnection, mut shutdown: watch::Receiver<bool>) {
     let mut tick: u32 = 0;
     loop {
         publish_pool(&pipeline.db);
         if !pipeline.health.is_down() {
-            match read(&pipeline, tick.is_multiple_of(DELIVERED_EVERY)).await {
+            match read(&pipeline, &db, tick.is_multiple_of(DELIVERED_EVERY)).await {
                 Ok(reading) => {
                     publish(&reading);
                     tick = tick.wrapping_add(1);

@@ -14,13 +14,7 @@ use crate::store::entities::endpoint;
 use crate::store::messages::MessageFilter;
 use crate::store::{customers, endpoints, subscriptions};
 
-/// The latest attempts the page counts, and the latest deliveries the time to
-/// deliver is measured over: enough for a steady rate and percentile, few
-/// enough to read in tens of milliseconds however busy the endpoint is.
-pub const MEASURED_ATTEMPTS: u64 = 20_000;
-pub const MEASURED_DELIVERIES: u64 = 20_000;
-/// The most dead messages one replay of a group takes.
-pub const MAX_GROUP_REPLAY: u64 = 10_000;
+use crate::store::endpoint_health::SCANNED;
 
 async fn visible(services: &Services, who: &Principal, id: &str) -> Result<endpoint::Model> {
     endpoints::get(&services.db, id)
@@ -33,13 +27,14 @@ pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<En
     let row = visible(services, who, id).await?;
     let now = services.now_ms();
     let w = Window { customer_id: &row.customer_id, endpoint_id: &row.id, since_ms: health::window_start(now) };
-    let summary = health::summarize(&store::tallies(&services.db, w, MEASURED_ATTEMPTS).await?, now);
-    let mut times = store::times_to_deliver(&services.db, w, MEASURED_DELIVERIES).await?;
+    let summary = health::summarize(&store::tallies(&services.db, w, SCANNED).await?, now);
+    let (capped, oldest_read) = store::coverage(&services.db, w, SCANNED).await?;
+    let mut times = store::times_to_deliver(&services.db, w, SCANNED).await?;
     times.sort_unstable();
     let mut failures = summary.failures;
     for group in &mut failures {
         let Some(kind) = FailureKind::parse(&group.kind) else { continue };
-        if let Some((body, message_id)) = store::latest_failure(&services.db, w, kind).await? {
+        if let Some((body, message_id)) = store::latest_failure(&services.db, w, kind, SCANNED).await? {
             group.latest_body = body;
             group.latest_message_id = Some(message_id);
         }
@@ -59,13 +54,13 @@ pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<En
         customer_name,
         subscriptions,
         attempts: summary.attempts,
-        attempts_capped: summary.attempts >= MEASURED_ATTEMPTS,
-        counted_since_ms: summary.earliest_ms,
+        attempts_capped: capped,
+        counted_since_ms: if capped { oldest_read } else { summary.earliest_ms },
         succeeded: summary.succeeded,
         p50_ms: health::percentile(&times, 50),
         p95_ms: health::percentile(&times, 95),
         deliveries_measured: times.len() as u64,
-        deliveries_capped: times.len() as u64 == MEASURED_DELIVERIES,
+        deliveries_capped: capped,
         hourly: summary.hourly,
         failures,
     })
@@ -75,14 +70,14 @@ pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<En
 /// with `kind` (a status code such as `503`, or an error kind such as `timeout`).
 pub async fn replay_failures(services: &Services, who: &Principal, id: &str, kind: &str) -> Result<dto::ReplayResult> {
     let failure = FailureKind::parse(kind)
-        .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 599) or an error kind"))?;
+        .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 999) or an error kind"))?;
     let row = visible(services, who, id).await?;
     let w = Window {
         customer_id: &row.customer_id,
         endpoint_id: &row.id,
         since_ms: health::window_start(services.now_ms()),
     };
-    let ids = store::dead_of_kind(&services.db, w, failure, MAX_GROUP_REPLAY).await?;
+    let ids = store::dead_of_kind(&services.db, w, failure, SCANNED).await?;
     if ids.is_empty() {
         return Ok(dto::ReplayResult { replayed: 0 });
     }

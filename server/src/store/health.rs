@@ -200,7 +200,7 @@ async fn drop_dead_connections(db: &DatabaseConnection) {
 fn waited_through_the_last_outage(e: &DbErr, ended: Option<Instant>) -> bool {
     use sea_orm::sqlx::Error;
     let waited = match e {
-        DbErr::ConnectionAcquire(_) => true,
+        DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout) => true,
         DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)) => {
             matches!(**e, Error::PoolTimedOut)
         }
@@ -308,5 +308,7 @@ mod tests {
         let long_ago = Instant::now().checked_sub(Duration::from_secs(2));
         assert!(!waited_through_the_last_outage(&timeout, long_ago), "a wait that began after the outage");
         assert!(!waited_through_the_last_outage(&timeout, None));
+        let closed = DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::ConnectionClosed);
+        assert!(!waited_through_the_last_outage(&closed, just_now), "a closed connection is not a wait");
     }
 }

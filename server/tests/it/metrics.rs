@@ -35,7 +35,7 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     app.publish(&key, "e3", "t").await;
     app.advance_secs(5.0);
 
-    let reading = gauges::read(&app.services.pipeline, true).await.unwrap();
+    let reading = gauges::read(&app.services.pipeline, &app.services.db, true).await.unwrap();
     let count = |state: MessageState| reading.messages.iter().find(|(s, _)| *s == state).map(|(_, n)| *n);
     assert_eq!(count(MessageState::Pending), Some(2));
     assert_eq!(count(MessageState::Delivering), Some(0));
@@ -49,7 +49,7 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     );
 
     app.advance_secs(60.0);
-    let later = gauges::read(&app.services.pipeline, false).await.unwrap();
+    let later = gauges::read(&app.services.pipeline, &app.services.db, false).await.unwrap();
     assert_eq!(later.oldest_due_secs[1], (Lane::Retry, 5.0), "the retry has been due for 5 s");
     assert!(later.messages.iter().all(|(s, _)| *s != MessageState::Delivered), "every message counted only when asked");
 

@@ -177,7 +177,7 @@ fn health_view(
     let measured = match (h.deliveries_measured, h.deliveries_capped) {
         (0, _) => "no delivery in the last 24 h".to_string(),
         (n, false) => format!("over {n} deliveries"),
-        (n, true) => format!("over the latest {n} deliveries"),
+        (n, true) => format!("over {n} deliveries since the time above"),
     };
     let id = e.id.clone();
     view! {
@@ -213,7 +213,7 @@ fn health_view(
         <p class="hint">
             {h.attempts_capped.then(|| {
                 let since = h.counted_since_ms.and_then(DateTime::from_timestamp_millis).map(|t| time(&t)).unwrap_or_default();
-                format!("Counted over the latest {} attempts, since {since}; earlier ones of the 24 hours are not counted. ", h.attempts)
+                format!("Counted since {since}: the page reads this customer's latest attempts only, and earlier ones of the 24 hours are not counted. ")
             })}
             {format!("Time to deliver runs from publish (or replay, or resume) to the successful response, {measured}.")}
         </p>

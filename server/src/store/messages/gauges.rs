@@ -11,45 +11,46 @@ use migrations::{FRESH_LANE, OPEN, RETRY_LANE, UNDELIVERED};
 use super::claim::{Among, Lane, lane_due};
 use crate::store::entities::message::{Column, Entity as Messages};
 
-/// Open messages (pending, delivering, held) and dead ones, by state. The open
-/// ones are exactly the entries of the two lanes' partial indexes; the dead ones
-/// are the log's partial index of undelivered messages, less the open ones.
-pub async fn open_and_dead(db: &impl ConnectionTrait) -> Result<Vec<(MessageState, u64)>, DbErr> {
+/// Open messages (pending, delivering, held) and dead ones by state, and with
+/// `with_delivered` the delivered ones, in one statement (one snapshot). The
+/// open ones are exactly the entries of the two lanes' partial indexes; the dead
+/// ones are the log's partial index of undelivered messages, less the open ones;
+/// the delivered ones are every message less the undelivered, the one count
+/// here that grows with the history.
+pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result<Vec<(MessageState, u64)>, DbErr> {
     let backend = db.get_database_backend();
-    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, open_and_dead_sql(), Vec::<Value>::new())).await?;
+    let sql = by_state_sql(with_delivered);
+    let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, Vec::<Value>::new())).await?;
     let mut counts: Vec<(MessageState, u64)> = [MessageState::Pending, MessageState::Delivering, MessageState::Held]
         .into_iter()
         .map(|s| (s, 0))
         .collect();
-    let mut undelivered = 0u64;
+    let (mut undelivered, mut all) = (0u64, None);
     for row in rows {
         let state: String = row.try_get("", "state")?;
         let n = row.try_get::<i64>("", "n")?.max(0) as u64;
         match counts.iter_mut().find(|(s, _)| s.as_str() == state) {
             Some((_, count)) => *count += n,
             None if state == "undelivered" => undelivered = n,
+            None if state == "all" => all = Some(n),
             None => {}
         }
     }
     let open: u64 = counts.iter().map(|(_, n)| n).sum();
     counts.push((MessageState::Dead, undelivered.saturating_sub(open)));
+    if let Some(all) = all {
+        counts.push((MessageState::Delivered, all.saturating_sub(undelivered)));
+    }
     Ok(counts)
 }
 
-/// One statement, so one snapshot: the open messages of each lane by state, and every undelivered one.
-pub(super) fn open_and_dead_sql() -> String {
+pub(super) fn by_state_sql(with_delivered: bool) -> String {
+    let every = if with_delivered { " UNION ALL SELECT 'all', count(*) AS n FROM messages" } else { "" };
     format!(
         "SELECT state, count(*) AS n FROM messages WHERE {OPEN} AND {FRESH_LANE} GROUP BY state \
          UNION ALL SELECT state, count(*) AS n FROM messages WHERE {OPEN} AND {RETRY_LANE} GROUP BY state \
-         UNION ALL SELECT 'undelivered', count(*) AS n FROM messages WHERE {UNDELIVERED}"
+         UNION ALL SELECT 'undelivered', count(*) AS n FROM messages WHERE {UNDELIVERED}{every}"
     )
-}
-
-/// Every message: one count of the table's smallest index (delivered = this
-/// less the others). The one count here that grows with the history.
-pub async fn all(db: &impl ConnectionTrait) -> Result<u64, DbErr> {
-    let n: Option<i64> = Messages::find().select_only().column_as(Column::Id.count(), "n").into_tuple().one(db).await?;
-    Ok(n.unwrap_or(0).max(0) as u64)
 }
 
 /// When the lane's oldest message that is due at `now_ms` became due: the
