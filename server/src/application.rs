@@ -118,7 +118,11 @@ impl Application {
         let url = &self.services.settings.database_url;
         let sync = self.services.settings.sqlite_synchronous;
         let gauges = with_lanes.then(|| {
-            tokio::spawn(gauges::run(self.services.pipeline.clone(), self.services.pipeline.db.clone(), shutdown.clone()))
+            tokio::spawn(gauges::run(
+                self.services.pipeline.clone(),
+                self.services.pipeline.db.clone(),
+                shutdown.clone(),
+            ))
         });
         let checkpoints = store::checkpoint::applies_to(url)
             .then(|| tokio::spawn(store::checkpoint::run(url.clone(), shutdown.clone())));

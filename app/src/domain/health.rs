@@ -149,9 +149,16 @@ mod tests {
             assert_eq!(FailureKind::parse(&kind.key()), Some(kind));
         }
         assert_eq!(FailureKind::parse("99"), None);
-        assert_eq!(FailureKind::parse("799"), Some(FailureKind::Status(799)), "any three-digit status a receiver sends");
+        assert_eq!(
+            FailureKind::parse("799"),
+            Some(FailureKind::Status(799)),
+            "any three-digit status a receiver sends"
+        );
         assert_eq!(FailureKind::parse("nonsense"), None);
-        assert_eq!(FailureKind::of(Some(502), Some(ErrorKind::BodyTooLarge)), Some(FailureKind::Error(ErrorKind::BodyTooLarge)));
+        assert_eq!(
+            FailureKind::of(Some(502), Some(ErrorKind::BodyTooLarge)),
+            Some(FailureKind::Error(ErrorKind::BodyTooLarge))
+        );
         assert_eq!(FailureKind::Error(ErrorKind::BlockedTarget).label(), "blocked target");
     }
 
@@ -174,7 +181,8 @@ mod tests {
         assert_eq!((s.hourly[0].success, s.hourly[0].failure), (7, 2));
         assert_eq!((s.hourly[2].success, s.hourly[2].failure), (0, 3));
         assert_eq!((s.hourly[23].success, s.hourly[23].failure), (1, 4));
-        let groups: Vec<_> = s.failures.iter().map(|g| (g.kind.as_str(), g.count, g.dead_messages, g.latest_ms)).collect();
+        let groups: Vec<_> =
+            s.failures.iter().map(|g| (g.kind.as_str(), g.count, g.dead_messages, g.latest_ms)).collect();
         assert_eq!(groups, [("503", 5, 1, now - 10), ("timeout", 4, 4, 77 * HOUR_MS)]);
     }
 

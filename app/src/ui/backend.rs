@@ -9,8 +9,8 @@ use http::request::Parts;
 use serde_json::Value;
 
 use super::UiError;
-pub use crate::domain::dto::{ArchiveFilter, LogFilter};
 use crate::domain::dto::*;
+pub use crate::domain::dto::{ArchiveFilter, LogFilter};
 
 pub type SharedBackend = Arc<dyn Backend>;
 
@@ -43,7 +43,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The customers a filter offers the admin.
     async fn customer_choices(&self, v: &Viewer) -> Result<Vec<Choice>, UiError>;
 
-    async fn events(&self, v: &Viewer, filter: ArchiveFilter, cursor: Option<String>) -> Result<Page<EventEntry>, UiError>;
+    async fn events(
+        &self,
+        v: &Viewer,
+        filter: ArchiveFilter,
+        cursor: Option<String>,
+    ) -> Result<Page<EventEntry>, UiError>;
     /// `body` has the fields of `POST /api/v1/events/replay`; returns how many messages were made.
     async fn replay_window(&self, v: &Viewer, body: Value) -> Result<u64, UiError>;
     /// When each attempt of a retry policy (a preset's name or a custom policy) starts if all fail.

@@ -242,6 +242,9 @@ mod tests {
         assert_eq!(ms_text(850), "850 ms");
         assert_eq!(ms_text(2_449), "2.4 s");
         assert_eq!(ms_text(90_000), "1 min 30 s");
-        assert_eq!((count_of(1u64, "message", "messages"), count_of(0u64, "message", "messages")), ("1 message".into(), "0 messages".into()));
+        assert_eq!(
+            (count_of(1u64, "message", "messages"), count_of(0u64, "message", "messages")),
+            ("1 message".into(), "0 messages".into())
+        );
     }
 }

@@ -16,11 +16,11 @@ use app::domain::policy::DeadReason;
 
 use super::Pipeline;
 use crate::ids::new_id;
-use crate::telemetry;
 use crate::store::entities::{event, message, subscription};
 use crate::store::messages::{PAUSED, message_for};
 use crate::store::subscriptions::{self, event_types, policy_of};
 use crate::store::{bulk, messages, notify};
+use crate::telemetry;
 
 /// The endpoints that operational events were stored for, to wake after the
 /// commit, and the deaths to count then (`herald_dead_messages_total`).
@@ -77,8 +77,13 @@ pub async fn report_dead<'a>(
     Ok(announced)
 }
 
-async fn announce_dead(pipeline: &Pipeline, txn: &impl ConnectionTrait, died: &[&message::Model]) -> Result<Announced, DbErr> {
-    let died: Vec<&message::Model> = died.iter().copied().filter(|m| !operational::is_herald_type(&m.event_type)).collect();
+async fn announce_dead(
+    pipeline: &Pipeline,
+    txn: &impl ConnectionTrait,
+    died: &[&message::Model],
+) -> Result<Announced, DbErr> {
+    let died: Vec<&message::Model> =
+        died.iter().copied().filter(|m| !operational::is_herald_type(&m.event_type)).collect();
     if died.is_empty() {
         return Ok(Announced::default());
     }

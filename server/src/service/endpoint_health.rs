@@ -9,12 +9,10 @@ use serde_json::json;
 
 use super::messages::{Change, replay};
 use super::{Principal, Result, ServiceError, Services, views};
-use crate::store::endpoint_health::{self as store, Window};
+use crate::store::endpoint_health::{self as store, SCANNED, Window};
 use crate::store::entities::endpoint;
 use crate::store::messages::MessageFilter;
 use crate::store::{customers, endpoints, subscriptions};
-
-use crate::store::endpoint_health::SCANNED;
 
 async fn visible(services: &Services, who: &Principal, id: &str) -> Result<endpoint::Model> {
     endpoints::get(&services.db, id)

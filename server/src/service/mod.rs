@@ -4,8 +4,8 @@
 
 pub mod audit;
 pub mod console;
-pub mod endpoint_health;
 pub mod customers;
+pub mod endpoint_health;
 pub mod endpoints;
 pub mod events;
 pub mod messages;

@@ -21,8 +21,7 @@ pub async fn overview(services: &Services, who: &Principal) -> Result<Overview> 
         .collect();
     let this_minute = now / 60_000;
     let since = (this_minute - MINUTES + 1) * 60_000;
-    let mut per_minute: Vec<Bucket> =
-        (0..MINUTES as u32).map(|ago| Bucket { ago, success: 0, failure: 0 }).collect();
+    let mut per_minute: Vec<Bucket> = (0..MINUTES as u32).map(|ago| Bucket { ago, success: 0, failure: 0 }).collect();
     for (minute, outcome, n) in attempts::per_minute(&services.db, customer, since).await? {
         let Some(slot) = per_minute.get_mut((this_minute - minute).clamp(0, MINUTES - 1) as usize) else { continue };
         if outcome == Outcome::Success.as_str() {

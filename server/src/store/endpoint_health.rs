@@ -91,7 +91,10 @@ pub async fn tallies(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> 
                 failure: if success {
                     None
                 } else {
-                    FailureKind::of(status.and_then(|s| u16::try_from(s).ok()), error.as_deref().and_then(ErrorKind::parse))
+                    FailureKind::of(
+                        status.and_then(|s| u16::try_from(s).ok()),
+                        error.as_deref().and_then(ErrorKind::parse),
+                    )
                 },
                 count: row.try_get::<i64>("", "n")? as u64,
                 dead_last: row.try_get::<i64>("", "dead_last")? as u64,
@@ -216,10 +219,15 @@ mod tests {
         crate::store::migrate(&db).await.unwrap();
         let mut messages = Vec::new();
         let mut attempts = Vec::new();
-        for (n, (customer, endpoint, status)) in
-            [("cus_1", "ep_1", 200), ("cus_1", "ep_1", 503), ("cus_1", "ep_1", 200), ("cus_1", "ep_2", 200), ("cus_2", "ep_1", 200)]
-                .into_iter()
-                .enumerate()
+        for (n, (customer, endpoint, status)) in [
+            ("cus_1", "ep_1", 200),
+            ("cus_1", "ep_1", 503),
+            ("cus_1", "ep_1", 200),
+            ("cus_1", "ep_2", 200),
+            ("cus_2", "ep_1", 200),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let id = format!("msg_{n}");
             let mut m = message::Model::leased_sample(&id, endpoint);

@@ -165,7 +165,12 @@ impl Backend for DashboardBackend {
         console::customer_choices(&self.services, &principal(v)).await.map_err(ui_error)
     }
 
-    async fn events(&self, v: &Viewer, filter: ArchiveFilter, cursor: Option<String>) -> Result<Page<EventEntry>, UiError> {
+    async fn events(
+        &self,
+        v: &Viewer,
+        filter: ArchiveFilter,
+        cursor: Option<String>,
+    ) -> Result<Page<EventEntry>, UiError> {
         let who = principal(v);
         let page = match filter.event_id {
             Some(ce_id) => {

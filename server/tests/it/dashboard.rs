@@ -372,7 +372,10 @@ async fn the_delivery_log_names_what_each_message_belongs_to() {
     let mut admin = Browser::new(&app);
     admin.login("admin", "admin-password").await;
     let html = admin.get("/messages").await.1;
-    assert!(html.contains(">Customer<") && html.contains("<td>acme</td>") && html.contains("<td>globex</td>"), "{html}");
+    assert!(
+        html.contains(">Customer<") && html.contains("<td>acme</td>") && html.contains("<td>globex</td>"),
+        "{html}"
+    );
     assert!(html.contains("acme-orders · acme"), "the admin's choices name the customer: {html}");
 }
 
@@ -390,7 +393,9 @@ async fn an_endpoint_page_shows_its_health_and_replays_a_kind_of_failure() {
     }
     let mut ids = Vec::new();
     for n in 0..5 {
-        ids.push(app.publish(&key, &format!("e{n}"), "order.created").await["message_ids"][0].as_str().unwrap().to_string());
+        ids.push(
+            app.publish(&key, &format!("e{n}"), "order.created").await["message_ids"][0].as_str().unwrap().to_string(),
+        );
         app.advance_secs(1.0);
         app.deliver_fresh().await;
     }
@@ -434,7 +439,10 @@ async fn a_subscription_shows_its_schedule_and_the_form_previews_one_without_sav
     let (_, key) = customer_user(&app, "acme", "alice").await;
     let policy = json!({"kind": "exponential", "min_delay_secs": 85, "max_delay_secs": 85, "max_attempts": 3});
     let sub = app
-        .subscribe(&key, json!({"name": "orders", "url": "http://127.0.0.1:9/o", "event_types": ["*"], "retry_policy": policy}))
+        .subscribe(
+            &key,
+            json!({"name": "orders", "url": "http://127.0.0.1:9/o", "event_types": ["*"], "retry_policy": policy}),
+        )
         .await;
     let mut alice = Browser::new(&app);
     alice.login("alice", "password-123").await;
@@ -479,7 +487,8 @@ async fn the_event_archive_links_each_event_to_its_messages_and_replays_a_window
     assert!(alice.get("/events?event_id=order-1234").await.1.contains("order-1234"));
     assert!(alice.get("/events?type=other").await.1.contains("No kept event matches"));
 
-    let fields = [("since", rfc3339(start - 1000)), ("until", rfc3339(app.now_ms())), ("subscription_id", later_id.to_string())];
+    let fields =
+        [("since", rfc3339(start - 1000)), ("until", rfc3339(app.now_ms())), ("subscription_id", later_id.to_string())];
     let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let (status, _) = alice.submit("/events", "replay_window", &fields, Some("http://evil.example")).await;
     assert_eq!(status, 403, "a cross-site replay is refused");
@@ -504,5 +513,8 @@ async fn the_event_archive_links_each_event_to_its_messages_and_replays_a_window
     let html = admin.get("/events").await.1;
     assert!(html.contains("<td>acme</td>"), "the admin sees whose event it is: {html}");
     assert!(html.contains(&format!("customer_id={acme}")), "its messages' link names the customer: {html}");
-    assert!(admin.get("/events?event_id=order-1234").await.1.contains("customer_id"), "the admin is asked to name the customer");
+    assert!(
+        admin.get("/events?event_id=order-1234").await.1.contains("customer_id"),
+        "the admin is asked to name the customer"
+    );
 }

@@ -232,7 +232,12 @@ fn health_view(
 }
 
 /// One kind of failure; the most frequent shows its latest response body open.
-fn failure_group(g: FailureGroup, open: bool, endpoint_id: String, replay: ServerAction<ReplayFailures>) -> impl IntoView {
+fn failure_group(
+    g: FailureGroup,
+    open: bool,
+    endpoint_id: String,
+    replay: ServerAction<ReplayFailures>,
+) -> impl IntoView {
     let latest = DateTime::from_timestamp_millis(g.latest_ms).map(|t| time(&t)).unwrap_or_default();
     let attempts = count_of(g.count, "attempt", "attempts");
     let dead = g.dead_messages;

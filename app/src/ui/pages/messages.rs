@@ -4,7 +4,9 @@ use serde_json::Value;
 
 use crate::domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
 use crate::domain::states::MessageState;
-use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, choice_select, load_error, maybe_time, time};
+use crate::ui::components::{
+    Badge, Frame, NextPage, Notice, action_error, choice_select, load_error, maybe_time, time,
+};
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
 };
@@ -185,7 +187,8 @@ pub fn DeadLettersPage() -> impl IntoView {
 
 fn dead_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
     if page.data.is_empty() && !filtered {
-        return view! { <p class="empty">"No dead letters: every message was delivered or is still being tried."</p> }.into_any();
+        return view! { <p class="empty">"No dead letters: every message was delivered or is still being tried."</p> }
+            .into_any();
     }
     message_table(page, filtered)
 }

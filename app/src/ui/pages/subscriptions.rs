@@ -59,7 +59,8 @@ pub fn SubscriptionsPage() -> impl IntoView {
 
 fn list(page: Page<Subscription>) -> AnyView {
     if page.data.is_empty() {
-        return view! { <p class="empty">"No subscriptions yet: create one below to start receiving events."</p> }.into_any();
+        return view! { <p class="empty">"No subscriptions yet: create one below to start receiving events."</p> }
+            .into_any();
     }
     view! {
         <table>

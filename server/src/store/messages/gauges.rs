@@ -21,10 +21,8 @@ pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result
     let backend = db.get_database_backend();
     let sql = by_state_sql(with_delivered);
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, Vec::<Value>::new())).await?;
-    let mut counts: Vec<(MessageState, u64)> = [MessageState::Pending, MessageState::Delivering, MessageState::Held]
-        .into_iter()
-        .map(|s| (s, 0))
-        .collect();
+    let mut counts: Vec<(MessageState, u64)> =
+        [MessageState::Pending, MessageState::Delivering, MessageState::Held].into_iter().map(|s| (s, 0)).collect();
     let (mut undelivered, mut all) = (0u64, None);
     for row in rows {
         let state: String = row.try_get("", "state")?;
@@ -56,13 +54,16 @@ pub(super) fn by_state_sql(with_delivered: bool) -> String {
 /// When the lane's oldest message that is due at `now_ms` became due: the
 /// first entry of the lane's own index.
 pub async fn oldest_due(db: &impl ConnectionTrait, lane: Lane, now_ms: i64) -> Result<Option<i64>, DbErr> {
-    let due: Option<Option<i64>> = oldest_due_query(db.get_database_backend(), lane, now_ms).into_tuple().one(db).await?;
+    let due: Option<Option<i64>> =
+        oldest_due_query(db.get_database_backend(), lane, now_ms).into_tuple().one(db).await?;
     Ok(due.flatten())
 }
 
 pub(super) fn oldest_due_query(backend: DbBackend, lane: Lane, now_ms: i64) -> Select<Messages> {
-    Messages::find()
-        .select_only()
-        .column_as(Column::NextAttemptAt.min(), "due")
-        .filter(lane_due(backend, lane, now_ms, Among::AllBut(&[])))
+    Messages::find().select_only().column_as(Column::NextAttemptAt.min(), "due").filter(lane_due(
+        backend,
+        lane,
+        now_ms,
+        Among::AllBut(&[]),
+    ))
 }

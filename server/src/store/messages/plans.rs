@@ -132,9 +132,13 @@ async fn the_gauges_read_only_the_partial_indexes() {
     }
     assert_eq!(open.matches("SCAN messages USING").count(), 3, "{open}");
     for lane in [Lane::Fresh, Lane::Retry] {
-        let oldest = plan(super::gauges::oldest_due_query(DbBackend::Sqlite, lane, 1_000).build(DbBackend::Sqlite)).await;
+        let oldest =
+            plan(super::gauges::oldest_due_query(DbBackend::Sqlite, lane, 1_000).build(DbBackend::Sqlite)).await;
         let oldest = oldest.join("\n");
-        assert!(oldest.contains("USING INDEX idx_messages_") || oldest.contains("USING COVERING INDEX idx_messages_"), "{oldest}");
+        assert!(
+            oldest.contains("USING INDEX idx_messages_") || oldest.contains("USING COVERING INDEX idx_messages_"),
+            "{oldest}"
+        );
         assert!(!oldest.contains("SCAN messages\n") && !oldest.ends_with("SCAN messages"), "{oldest}");
     }
 }
