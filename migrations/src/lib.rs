@@ -17,6 +17,7 @@ mod m0010_first_failure;
 mod m0011_audit_customer;
 mod m0012_incremental_vacuum;
 mod m0013_event_archive;
+mod m0014_attempt_trace;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0011_audit_customer::Migration),
             Box::new(m0012_incremental_vacuum::Migration),
             Box::new(m0013_event_archive::Migration),
+            Box::new(m0014_attempt_trace::Migration),
         ]
     }
 }

@@ -112,6 +112,7 @@ impl Application {
 
     /// Serves until `shutdown` turns true; the lanes run unless `with_lanes` is false.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>, with_lanes: bool) -> std::io::Result<()> {
+        let spans = self.services.pipeline.spans.clone();
         let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
         let sweeper =
             with_lanes.then(|| tokio::spawn(retention::run(self.services.pipeline.clone(), shutdown.clone())));
@@ -155,6 +156,10 @@ impl Application {
         }
         if let Some(heartbeat) = heartbeat {
             let _ = heartbeat.await;
+        }
+        if let Some(spans) = spans {
+            // The last attempts' spans leave before the process does.
+            let _ = tokio::task::spawn_blocking(move || spans.shutdown()).await;
         }
         Ok(())
     }

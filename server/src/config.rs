@@ -27,6 +27,9 @@ pub struct Settings {
     pub data_dir: Option<String>,
     /// When a SQLite commit reaches the disk (see [`SqliteSynchronous`]).
     pub sqlite_synchronous: SqliteSynchronous,
+    /// An OpenTelemetry collector's OTLP/HTTP address (`http://127.0.0.1:4318`): spans of
+    /// publishes and attempts are sent to its `/v1/traces`. Unset, nothing is exported.
+    pub otlp_endpoint: Option<String>,
     pub breaker: BreakerSettings,
     pub delivery: DeliverySettings,
     pub limits: LimitSettings,
@@ -133,6 +136,7 @@ impl Default for Settings {
             secret_key: None,
             data_dir: None,
             sqlite_synchronous: SqliteSynchronous::default(),
+            otlp_endpoint: None,
             breaker: BreakerSettings::default(),
             delivery: DeliverySettings::default(),
             limits: LimitSettings::default(),
@@ -254,6 +258,13 @@ impl Settings {
         if self.admin_password.as_ref().is_some_and(|p| p.len() < 8) {
             return invalid("admin_password", "must be at least 8 characters");
         }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            let parsed =
+                url::Url::parse(endpoint).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if parsed.is_none() {
+                return invalid("otlp_endpoint", "must be an http:// or https:// URL, like http://127.0.0.1:4318");
+            }
+        }
         let b = &self.breaker;
         if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
             return invalid("breaker.failure_rate", "must be above 0 and at most 1");
@@ -322,6 +333,7 @@ fn environment() -> Figment {
         "secret_key",
         "data_dir",
         "sqlite_synchronous",
+        "otlp_endpoint",
     ];
     let herald = Env::prefixed("HERALD_").filter_map(|key| {
         let key = key.as_str().to_ascii_lowercase();
@@ -423,6 +435,12 @@ mod tests {
             jail.set_env("HERALD_SQLITE_SYNCHRONOUS", "off");
             let err = Settings::load(None).unwrap_err().to_string();
             assert!(err.to_lowercase().contains("sqlite_synchronous"), "{err}");
+            jail.clear_env();
+            jail.set_env("HERALD_OTLP_ENDPOINT", "127.0.0.1:4318");
+            let err = Settings::load(None).unwrap_err().to_string();
+            assert!(err.contains("otlp_endpoint"), "{err}");
+            jail.set_env("HERALD_OTLP_ENDPOINT", "http://127.0.0.1:4318");
+            assert_eq!(Settings::load(None).unwrap().otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
             Ok(())
         });
         assert!(Settings::load(Some(Path::new("/nonexistent/herald.toml"))).is_err());

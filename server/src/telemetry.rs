@@ -2,6 +2,7 @@
 
 use std::sync::{LazyLock, OnceLock};
 
+use app::domain::health::ATTEMPT_CLASSES;
 use app::domain::policy::DeadReason;
 use app::domain::states::Outcome;
 use metrics::{Counter, Histogram};
@@ -36,7 +37,9 @@ pub fn metrics_handle() -> PrometheusHandle {
 /// handles point at it directly. Registered up front, every label set shows from the start, at
 /// zero until it counts (as Prometheus advises for labels known in advance).
 pub struct Hot {
-    attempts: [Counter; Outcome::ALL.len()],
+    /// By outcome, then by class: made at the first attempt of each pair, since most pairs
+    /// never happen (a `success` that is `5xx`).
+    attempts: [[OnceLock<Counter>; ATTEMPT_CLASSES.len()]; Outcome::ALL.len()],
     /// By lane (fresh, retry) and by whether the claim found messages.
     claims: [[Counter; 2]; 2],
     pub delivery_latency: Histogram,
@@ -47,8 +50,13 @@ pub struct Hot {
 }
 
 impl Hot {
-    pub fn attempts(&self, outcome: Outcome) -> &Counter {
-        &self.attempts[Outcome::ALL.iter().position(|o| *o == outcome).expect("every outcome is listed")]
+    /// `class` is one of [`ATTEMPT_CLASSES`] (see `app::domain::health::attempt_class`).
+    pub fn attempts(&self, outcome: Outcome, class: &'static str) -> &Counter {
+        let o = Outcome::ALL.iter().position(|o| *o == outcome).expect("every outcome is listed");
+        let c = ATTEMPT_CLASSES.iter().position(|c| *c == class).unwrap_or(ATTEMPT_CLASSES.len() - 1);
+        self.attempts[o][c].get_or_init(
+            || metrics::counter!("herald_attempts_total", "outcome" => outcome.as_str(), "class" => ATTEMPT_CLASSES[c]),
+        )
     }
 
     pub fn claims(&self, lane: Lane, found: bool) -> &Counter {
@@ -78,9 +86,7 @@ pub fn hot() -> &'static Hot {
                 .map(|found| metrics::counter!("herald_claims_total", "lane" => lane, "found" => found.to_string()))
         };
         Hot {
-            attempts: std::array::from_fn(
-                |i| metrics::counter!("herald_attempts_total", "outcome" => Outcome::ALL[i].as_str()),
-            ),
+            attempts: Default::default(),
             claims: [claims("fresh"), claims("retry")],
             delivery_latency: metrics::histogram!("herald_delivery_latency_seconds"),
             record_batch: metrics::histogram!("herald_record_batch_size"),

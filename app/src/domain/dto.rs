@@ -193,6 +193,10 @@ pub struct Attempt {
     pub response_headers: Value,
     /// The first 4 KiB of the response body (lossy UTF-8).
     pub response_body: Option<String>,
+    /// The W3C trace the request carried in its `traceparent` (32 lower-case hex digits): the
+    /// event's own trace when it was published with one, else the message's. Null when no
+    /// request was sent, and on attempts recorded before Herald sent traces.
+    pub trace_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -53,6 +53,33 @@ impl FailureKind {
     }
 }
 
+/// Every value of [`attempt_class`]: status classes, then error kinds, `other` last.
+pub const ATTEMPT_CLASSES: [&str; 12] = [
+    "1xx",
+    "2xx",
+    "3xx",
+    "4xx",
+    "5xx",
+    "timeout",
+    "connect",
+    "dns",
+    "tls",
+    "blocked_target",
+    "body_too_large",
+    "other",
+];
+
+/// How `herald_attempts_total` labels an attempt's answer: its status class (`2xx`, `4xx`, …),
+/// or the error that left it without a usable status. A status outside 100–599 is `other`.
+pub fn attempt_class(status_code: Option<u16>, error_kind: Option<ErrorKind>) -> &'static str {
+    const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+    match (error_kind, status_code) {
+        (Some(kind), _) => kind.as_str(),
+        (None, Some(status @ 100..=599)) => STATUS_CLASSES[usize::from(status / 100 - 1)],
+        _ => ErrorKind::Other.as_str(),
+    }
+}
+
 /// Attempts of one hour that ended alike, as the store counts them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tally {
@@ -138,6 +165,22 @@ pub fn percentile(sorted: &[i64], p: u32) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attempt_is_classed_by_its_error_else_its_status_class() {
+        assert_eq!(attempt_class(Some(204), None), "2xx");
+        assert_eq!(attempt_class(Some(302), None), "3xx");
+        assert_eq!(attempt_class(Some(404), None), "4xx");
+        assert_eq!(attempt_class(Some(599), None), "5xx");
+        assert_eq!(attempt_class(Some(200), Some(ErrorKind::BodyTooLarge)), "body_too_large");
+        assert_eq!(attempt_class(None, Some(ErrorKind::Timeout)), "timeout");
+        assert_eq!((attempt_class(Some(99), None), attempt_class(Some(600), None)), ("other", "other"));
+        assert_eq!(attempt_class(None, None), "other");
+        for kind in ErrorKind::ALL {
+            assert!(ATTEMPT_CLASSES.contains(&attempt_class(None, Some(*kind))), "{kind} is listed");
+        }
+        assert_eq!(ATTEMPT_CLASSES.last(), Some(&"other"));
+    }
 
     fn tally(hour: i64, failure: Option<FailureKind>, count: u64, dead_last: u64, latest_ms: i64) -> Tally {
         Tally { hour, success: failure.is_none(), failure, count, dead_last, latest_ms, earliest_ms: hour * HOUR_MS }

@@ -12,3 +12,4 @@ pub mod policy;
 pub mod signing;
 pub mod states;
 pub mod target;
+pub mod trace;

@@ -5,8 +5,10 @@
 use std::sync::Arc;
 
 use app::domain::breaker::Gate;
+use app::domain::health::attempt_class;
 use app::domain::policy::DeadReason;
 use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
+use app::domain::trace::{EventTrace, MessageTrace, span_id};
 use sea_orm::TransactionTrait;
 use tokio::sync::Semaphore;
 
@@ -20,11 +22,12 @@ use super::send::http::{self, Received, headers_json, send};
 use super::send::request;
 use super::send::signing_keys::SigningKeys;
 use super::send::targets::{Target, Targets};
+use super::spans::{AttemptSpan, id_bits};
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, message};
 use crate::store::messages::{self, Finish, Lane};
 use crate::store::subscriptions::policy_of;
-use crate::telemetry;
+use crate::{ids, telemetry};
 
 /// The error of the attempt that ends a message whose event cannot be rendered.
 const UNRENDERABLE: &str = "the stored event could not be rendered as a request";
@@ -87,10 +90,16 @@ impl Deliverer {
             }
         }
         let started_at = now;
+        let trace = MessageTrace::of(
+            EventTrace::of_stored(&event.payload),
+            id_bits(&event.id).unwrap_or_default(),
+            id_bits(&msg.id).unwrap_or_else(ids::random_bytes),
+        );
+        let span = span_id(rand::random());
         // An event that cannot be rendered never will be: its message ends with an attempt that
         // says so, which the endpoint's circuit does not count (the receiver is not at fault).
         let (request_headers, received, rendered) =
-            match request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at) {
+            match request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at, (&trace, span)) {
                 Some(outgoing) => {
                     let request_headers = headers_json(&outgoing.headers);
                     let received = match self.targets.of(&sub.url) {
@@ -124,14 +133,30 @@ impl Deliverer {
             unrenderable(msg, self.pipeline.now_ms())
         };
         let metrics = telemetry::hot();
-        metrics.attempts(decision.outcome).increment(1);
+        let class = attempt_class(received.status, received.error.as_ref().map(|(kind, _)| *kind));
+        metrics.attempts(decision.outcome, class).increment(1);
+        if rendered && let Some(spans) = &self.pipeline.spans {
+            let outcome = decision.outcome.as_str();
+            spans.attempt(AttemptSpan {
+                message: msg,
+                event,
+                trace: &trace,
+                span_id: span,
+                url: &sub.url,
+                started_ms: started_at,
+                received: &received,
+                outcome,
+            });
+        }
         if decision.outcome == Outcome::Success {
             let latency = (self.pipeline.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
             metrics.delivery_latency.record(latency);
         }
         let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
         let message_id = msg.id.clone();
-        let attempt = AttemptRecord { message, started_at, request_headers, received, decision, charged: rendered };
+        let trace_id = rendered.then(|| trace.trace_id_hex());
+        let attempt =
+            AttemptRecord { message, started_at, request_headers, trace_id, received, decision, charged: rendered };
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
                 // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.

@@ -2,9 +2,9 @@
 //! rather than at each scrape: every 10 s the open messages by state, the dead
 //! ones, the endpoints by circuit state and, per lane, the age of the oldest
 //! message due but not yet sent; every minute the delivered ones (every message
-//! less the rest: the one count that grows with the history; on SQLite it holds
-//! the engine's one connection while it runs, tens of milliseconds at a million
-//! messages). The database pool's connections are read from the pool itself.
+//! less the rest: the one count that grows with the history, read along the
+//! primary key a chunk at a time so that no statement holds a connection long).
+//! The database pool's connections are read from the pool itself.
 //! Each process sharing a database reports the same values, so alerts take
 //! their maximum.
 

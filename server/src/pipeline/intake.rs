@@ -22,6 +22,7 @@ use super::PublishError;
 use super::handoff::{Handed, Handoff, Ready, Reserved};
 use super::job::Job;
 use super::routes::{Route, Routes, Target, routed_by};
+use super::spans::Spans;
 use super::wakeup::Wakeup;
 use crate::clock::SharedClock;
 use crate::ids::new_id;
@@ -52,6 +53,8 @@ pub struct Parts {
     pub lease_ms: i64,
     /// This process's number, the upper half of its lease tokens.
     pub process: i32,
+    /// Where the publishes' spans go, when they are exported.
+    pub spans: Option<Arc<Spans>>,
 }
 
 struct Request {
@@ -290,6 +293,12 @@ async fn write_routed(
             duplicate: false,
             message_ids: row.message_id_list(),
         }));
+    }
+    if let Some(spans) = &parts.spans {
+        let committed = parts.clock.now_ms();
+        for row in rows.iter().filter(|row| inserted.contains(&row.id)) {
+            spans.publish(row, now, committed);
+        }
     }
     pending.sort();
     pending.dedup();

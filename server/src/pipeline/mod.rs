@@ -27,6 +27,7 @@ pub mod retention;
 mod retry_times;
 mod routes;
 mod send;
+pub mod spans;
 mod wakeup;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use crate::store::messages::Lane;
 use handoff::Handoff;
 use intake::Intake;
 pub use lanes::Lanes;
+use spans::Spans;
 pub use wakeup::Wakeup;
 
 /// How long a claim may stay unfinished before another worker takes it over:
@@ -83,6 +85,8 @@ pub struct Parts {
     /// This process's number among those sharing the database (0 on SQLite, which has one):
     /// the upper half of every lease token it draws.
     pub process: i32,
+    /// Where spans are exported, when `otlp_endpoint` is set.
+    pub spans: Option<Arc<Spans>>,
     intake: Intake,
 }
 
@@ -106,6 +110,13 @@ impl Pipeline {
         let wake = Arc::new(Wakeup::default());
         let handoff = Arc::new(Handoff::default());
         let health = DatabaseHealth::new(db.clone(), &settings);
+        let spans = settings.otlp_endpoint.as_deref().and_then(|endpoint| match Spans::start(endpoint) {
+            Ok(spans) => Some(Arc::new(spans)),
+            Err(e) => {
+                tracing::error!(error = %e, "spans cannot be exported to otlp_endpoint; going on without");
+                None
+            }
+        });
         let intake = Intake::spawn(intake::Parts {
             db: db.clone(),
             health: health.clone(),
@@ -114,8 +125,9 @@ impl Pipeline {
             handoff: handoff.clone(),
             lease_ms: lease_ms(&settings.delivery),
             process,
+            spans: spans.clone(),
         });
-        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, intake }))
+        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, intake }))
     }
 
     pub fn now_ms(&self) -> i64 {

@@ -33,6 +33,8 @@ pub struct AttemptRecord {
     pub started_at: i64,
     /// As [`headers_json`] writes them.
     pub request_headers: String,
+    /// The trace the request carried (lower-case hex); `None` when no request was sent.
+    pub trace_id: Option<String>,
     pub received: Received,
     pub decision: Decision,
     /// Whether the endpoint's circuit counts this attempt (not when Herald itself failed it).
@@ -139,6 +141,7 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
         error_detail: r.received.error.as_ref().map(|(_, detail)| detail.clone()),
         outcome: r.decision.outcome.as_str().to_string(),
         request_headers: r.request_headers.clone(),
+        trace_id: r.trace_id.clone(),
         response_headers: headers_json(&r.received.headers),
         response_body: (!r.received.body.is_empty())
             .then(|| String::from_utf8_lossy(&r.received.body).replace('\0', "\u{FFFD}")),

@@ -67,6 +67,7 @@ pub fn attempt(row: attempt::Model) -> dto::Attempt {
         request_headers: json_text(&row.request_headers),
         response_headers: json_text(&row.response_headers),
         response_body: row.response_body,
+        trace_id: row.trace_id,
     }
 }
 

@@ -246,6 +246,7 @@ mod tests {
                 request_headers: "{}".into(),
                 response_headers: "{}".into(),
                 response_body: None,
+                trace_id: None,
             });
         }
         crate::store::messages::insert_many(&db, messages).await.unwrap();

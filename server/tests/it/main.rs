@@ -16,3 +16,4 @@ mod recovery;
 mod reliability;
 mod routing;
 mod schema;
+mod traces;

@@ -4,6 +4,7 @@
 use app::domain::states::{EndpointState, MessageState};
 use herald::pipeline::gauges;
 use herald::store::messages::Lane;
+use herald::store::messages::gauges::count_all;
 use serde_json::json;
 
 use crate::common::{TestApp, TestReceiver};
@@ -61,4 +62,16 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     // Deaths are counted when their transaction commits (other tests here count theirs too).
     let dead_after = series(&app, r#"herald_dead_messages_total{reason="non_retryable"}"#).await;
     assert!(dead_after >= dead_before + 1.0, "the 400's death is counted: {dead_before} → {dead_after}");
+}
+
+#[tokio::test]
+async fn every_message_is_counted_a_chunk_at_a_time() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": "https://example.com/hook", "event_types": ["*"]})).await;
+    assert_eq!(app.publish_batch(&key, 7).await, 202);
+    let db = &app.services.db;
+    for chunk in [1, 3, 7, 100] {
+        assert_eq!(count_all(db, chunk).await.unwrap(), 7, "in chunks of {chunk}");
+    }
 }

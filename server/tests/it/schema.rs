@@ -207,6 +207,7 @@ async fn the_overview_counts_each_state_and_every_customers_attempts() {
         request_headers: "{}".into(),
         response_headers: "{}".into(),
         response_body: None,
+        trace_id: None,
     };
     let tried = vec![
         attempt("msg_1", "cus_a", 120_000, "success"),

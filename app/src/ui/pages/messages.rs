@@ -258,6 +258,7 @@ fn attempt_view(a: Attempt, latest: bool) -> impl IntoView {
                 <dt>"Outcome"</dt><dd><Badge text=a.outcome.as_str().to_string()/></dd>
                 <dt>"Response status"</dt><dd>{status}</dd>
                 <dt>"Error"</dt><dd>{a.error_kind.map(|k| k.as_str().to_string()).unwrap_or_else(|| "—".into())}" "{a.error_detail.clone().unwrap_or_default()}</dd>
+                <dt>"Trace"</dt><dd><code class="trace">{a.trace_id.clone().unwrap_or_else(|| "—".into())}</code></dd>
             </dl>
             <details>
                 <summary>"Request headers"</summary>

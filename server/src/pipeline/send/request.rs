@@ -6,6 +6,7 @@ use std::time::Duration;
 use app::domain::event::CloudEvent;
 use app::domain::signing::signature_header;
 use app::domain::states::ContentMode;
+use app::domain::trace::MessageTrace;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::http::Outgoing;
@@ -15,18 +16,21 @@ use crate::store::entities::subscription;
 static WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
 static WEBHOOK_TIMESTAMP: HeaderName = HeaderName::from_static("webhook-timestamp");
 static WEBHOOK_SIGNATURE: HeaderName = HeaderName::from_static("webhook-signature");
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
-/// The request for a stored event (`payload`, as the publish stored it); `None`
-/// when the binary mode cannot read it back, or finds an attribute no header can carry
-/// (the publish refuses both).
+/// The request for a stored event (`payload`, as the publish stored it), in `trace` as the
+/// span `span_id`; `None` when the binary mode cannot read it back, or finds an attribute no
+/// header can carry (the publish refuses both).
 pub fn build(
     sub: &subscription::Model,
     keys: &SigningKeys,
     payload: &str,
     message_id: &str,
     now_ms: i64,
+    (trace, span_id): (&MessageTrace, [u8; 8]),
 ) -> Option<Outgoing> {
-    let mut headers = HeaderMap::with_capacity(8);
+    let mut headers = HeaderMap::with_capacity(10);
     let body = match ContentMode::parse(&sub.content_mode) {
         Some(ContentMode::Binary) => {
             let event = serde_json::from_str(payload).ok().and_then(CloudEvent::from_stored)?;
@@ -51,5 +55,9 @@ pub fn build(
     headers.insert(WEBHOOK_ID.clone(), HeaderValue::from_str(message_id).ok()?);
     headers.insert(WEBHOOK_TIMESTAMP.clone(), HeaderValue::from(timestamp));
     headers.insert(WEBHOOK_SIGNATURE.clone(), HeaderValue::try_from(signature).ok()?);
+    headers.insert(TRACEPARENT.clone(), HeaderValue::try_from(trace.traceparent(span_id)).ok()?);
+    if let Some(state) = &trace.state {
+        headers.insert(TRACESTATE.clone(), HeaderValue::try_from(state.as_str()).ok()?);
+    }
     Some(Outgoing { headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
 }

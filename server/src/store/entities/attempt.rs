@@ -17,6 +17,8 @@ pub struct Model {
     pub request_headers: String,
     pub response_headers: String,
     pub response_body: Option<String>,
+    /// The W3C trace the request carried, as 32 lower-case hex digits.
+    pub trace_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

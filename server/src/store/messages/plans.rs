@@ -125,7 +125,7 @@ async fn the_claims_update_finds_its_rows_by_id() {
 /// undelivered ones from the log's, never reading the table itself.
 #[tokio::test]
 async fn the_gauges_read_only_the_partial_indexes() {
-    let open = plan(Statement::from_string(DbBackend::Sqlite, super::gauges::by_state_sql(false))).await.join("\n");
+    let open = plan(Statement::from_string(DbBackend::Sqlite, super::gauges::by_state_sql())).await.join("\n");
     // The retry lane's index is read with each entry's row (for `attempt_count`): still only the open ones.
     for index in ["idx_messages_fresh", "idx_messages_retry", "idx_messages_customer_undelivered"] {
         assert!(open.contains(&format!("INDEX {index}")), "{index}: {open}");
@@ -141,4 +141,16 @@ async fn the_gauges_read_only_the_partial_indexes() {
         );
         assert!(!oldest.contains("SCAN messages\n") && !oldest.ends_with("SCAN messages"), "{oldest}");
     }
+}
+
+/// Every message is counted along the primary key's index, a chunk at a time.
+#[tokio::test]
+async fn counting_every_message_reads_the_key_a_chunk_at_a_time() {
+    let chunk = Statement::from_sql_and_values(
+        DbBackend::Sqlite,
+        super::gauges::count_chunk_sql(DbBackend::Sqlite),
+        [sea_orm::Value::from("msg_a"), sea_orm::Value::from(10i64)],
+    );
+    let plan = plan(chunk).await.join("\n");
+    assert!(plan.contains("COVERING INDEX sqlite_autoindex_messages_1 (id>?)"), "{plan}");
 }

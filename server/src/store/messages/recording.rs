@@ -128,6 +128,7 @@ fn recording_arrays(ends: &[End], attempts: &[attempt::Model]) -> Vec<Value> {
         arrays.push("request_headers", a.request_headers.as_str().into());
         arrays.push("response_headers", a.response_headers.as_str().into());
         arrays.push("response_body", a.response_body.as_deref().into());
+        arrays.push("trace_id", a.trace_id.as_deref().into());
     }
     arrays.into_values()
 }
@@ -153,6 +154,7 @@ const RECORDING_COLUMNS: recordset::Columns = &[
     col("request_headers", Type::Text),
     col("response_headers", Type::Text),
     nullable("response_body", Type::Text),
+    nullable("trace_id", Type::Text),
 ];
 
 /// The parameters: the batch's columns, then the time. The update hands each
@@ -174,7 +176,7 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
            WHERE messages.id = r.id AND messages.lease_token = r.lease_token \
            RETURNING messages.id AS message_id, messages.customer_id, \
              messages.attempt_count AS number, r.started_at, r.duration_ms, r.status_code, r.error_kind, \
-             r.error_detail, r.outcome, r.request_headers, r.response_headers, r.response_body \
+             r.error_detail, r.outcome, r.request_headers, r.response_headers, r.response_body, r.trace_id \
          ), recorded AS ( \
            INSERT INTO attempts ({attempts}) SELECT {attempts} FROM moved \
          ) SELECT message_id AS id FROM moved",
