@@ -23,6 +23,11 @@ pub fn new_id(prefix: &str) -> String {
     id
 }
 
+/// How much later than the creation time stored beside it an id may begin: a row's time is read
+/// from the clock first and its id made after, within the same write. An id made before `t + this`
+/// is all a filter "created before `t`" needs to read.
+pub const ID_AFTER_CREATION_MS: i64 = 1_000;
+
 /// The smallest id with this prefix made at `ms` (unix milliseconds): every id
 /// made before then sorts below it.
 pub fn first_id_at(prefix: &str, ms: i64) -> String {

@@ -15,7 +15,7 @@ use super::entities::message;
 use super::page::PageRequest;
 use super::recordset::{self, Arrays, Type, col};
 use super::{bulk, messages};
-use crate::ids::first_id_at;
+use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
 pub async fn insert_new(db: &impl ConnectionTrait, row: event::Model) -> Result<bool, DbErr> {
@@ -244,9 +244,8 @@ impl EventFilter {
             cond = cond.add(Column::CreatedAt.gte(v));
         }
         if let Some(v) = self.until_ms {
-            // An id begins with its creation time, which is never after the publish time: the
-            // bound lets the scan of the customer's events start at the window's end.
-            cond = cond.add(Column::Id.lt(first_id_at("evt", v))).add(Column::CreatedAt.lt(v));
+            // The bound lets the scan of the customer's events start at the window's end.
+            cond = cond.add(Column::Id.lt(first_id_at("evt", v + ID_AFTER_CREATION_MS))).add(Column::CreatedAt.lt(v));
         }
         cond
     }

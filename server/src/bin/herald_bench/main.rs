@@ -4,6 +4,7 @@
 
 mod api;
 mod db;
+mod history;
 mod measure;
 mod process;
 mod publisher;
@@ -45,6 +46,9 @@ pub enum Scenario {
     /// A burst of --dead-burst messages that die at their first attempt, each reported to a
     /// subscription naming `herald.message.dead`, while the measured load runs.
     DeadBurst,
+    /// --history messages with their events and attempts loaded through the store's bulk insert,
+    /// then every dashboard page and every list and search route of the API timed.
+    History,
     /// steady, dead-endpoint, backlog and idle.
     All,
 }
@@ -97,6 +101,15 @@ pub struct Opts {
     /// Messages that die at once in the `dead-burst` measurement.
     #[arg(long, default_value_t = 10_000)]
     pub dead_burst: usize,
+    /// Messages loaded before the `history` measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub history: usize,
+    /// Customers sharing a tenth of the `history` messages (one customer holds the rest).
+    #[arg(long, default_value_t = 99)]
+    pub history_customers: usize,
+    /// Times each request of the `history` scenario is made.
+    #[arg(long, default_value_t = 5)]
+    pub history_loads: usize,
 }
 
 fn main() -> std::process::ExitCode {
@@ -128,6 +141,9 @@ fn validate(opts: &Opts) -> std::result::Result<(), String> {
             herald.display()
         ));
     }
+    if opts.history_loads == 0 {
+        return Err("--history-loads must be at least 1".into());
+    }
     if opts.events == 0 || opts.concurrency == 0 || opts.subscriptions == 0 || opts.idle_events == 0 {
         return Err("--events, --concurrency, --subscriptions and --idle-events must be at least 1".into());
     }
@@ -142,6 +158,14 @@ fn validate(opts: &Opts) -> std::result::Result<(), String> {
 }
 
 async fn run(opts: Opts) -> Result<()> {
+    if opts.scenario == Scenario::History {
+        let (messages, database, timings) = history::run(&opts).await?;
+        history::print(messages, &database, &timings);
+        let json = serde_json::json!({"history": {"messages": messages, "database": database, "timings": timings}});
+        std::fs::write(&opts.json, serde_json::to_string_pretty(&json)? + "\n")?;
+        eprintln!("results written to {}", opts.json.display());
+        return Ok(());
+    }
     if opts.scenario == Scenario::Retention {
         let (with, without) = retention::run(&opts).await?;
         retention::print(&with, &without);
@@ -160,7 +184,7 @@ async fn run(opts: Opts) -> Result<()> {
         Scenario::Idle => &[Scenario::Idle],
         Scenario::DeadBurst => &[Scenario::Steady, Scenario::DeadBurst],
         // Measured above, on its own terms.
-        Scenario::Retention => &[],
+        Scenario::Retention | Scenario::History => &[],
         Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],
     };
     let mut rows = Vec::new();

@@ -57,6 +57,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Idle => "idle",
         Scenario::DeadBurst => "dead-burst",
         Scenario::Retention => "retention",
+        Scenario::History => "history",
         Scenario::All => "all",
     }
 }

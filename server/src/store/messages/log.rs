@@ -7,6 +7,7 @@ use sea_orm::{DbBackend, Statement, Value};
 use app::domain::states::MessageState;
 use migrations::UNDELIVERED;
 
+use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
 use crate::store::entities::message::{self, Column, Entity as Messages};
 use crate::store::page::PageRequest;
 /// The delivery log's filters; `None` means any.
@@ -48,7 +49,9 @@ impl MessageFilter {
             cond = cond.add(Column::CreatedAt.gte(v));
         }
         if let Some(v) = self.until_ms {
-            cond = cond.add(Column::CreatedAt.lt(v));
+            // The id bound lets the log's indexes, all ordered by id, start at the window's end
+            // rather than walk down to it from the newest message.
+            cond = cond.add(Column::Id.lt(first_id_at("msg", v + ID_AFTER_CREATION_MS))).add(Column::CreatedAt.lt(v));
         }
         cond
     }

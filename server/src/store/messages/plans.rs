@@ -85,6 +85,20 @@ async fn the_log_by_state_reads_the_undelivered_index_except_for_delivered() {
     assert!(delivered.contains("idx_messages_customer (customer_id=?)"), "{delivered}");
 }
 
+/// A window's end starts the customer's log there, not at its newest message.
+#[tokio::test]
+async fn the_log_of_a_window_starts_at_its_end() {
+    let filter = MessageFilter {
+        customer_id: Some("cus_a".into()),
+        since_ms: Some(1_000),
+        until_ms: Some(2_000),
+        ..Default::default()
+    };
+    let select = Messages::find().filter(filter.condition()).order_by_desc(Column::Id).limit(51);
+    let plan = plan(select.build(DbBackend::Sqlite)).await.join("\n");
+    assert!(plan.contains("idx_messages_customer (customer_id=? AND id<?)"), "{plan}");
+}
+
 #[tokio::test]
 async fn a_claim_for_one_endpoint_reads_that_endpoints_index_range() {
     let fresh = pick_plan(Lane::Fresh, Among::Endpoint("ep_a")).await;
