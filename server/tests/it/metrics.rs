@@ -4,7 +4,7 @@
 use app::domain::states::{EndpointState, MessageState};
 use herald::pipeline::gauges;
 use herald::store::messages::Lane;
-use herald::store::messages::gauges::count_all;
+use herald::store::messages::count_in_chunks;
 use serde_json::json;
 
 use crate::common::{TestApp, TestReceiver};
@@ -68,10 +68,15 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
 async fn every_message_is_counted_a_chunk_at_a_time() {
     let app = TestApp::start().await;
     let (_, key) = app.customer("acme").await;
-    app.subscribe(&key, json!({"name": "s", "url": "https://example.com/hook", "event_types": ["*"]})).await;
+    let (other, other_key) = app.customer("globex").await;
+    for key in [&key, &other_key] {
+        app.subscribe(key, json!({"name": "s", "url": "https://example.com/hook", "event_types": ["*"]})).await;
+    }
     assert_eq!(app.publish_batch(&key, 7).await, 202);
+    assert_eq!(app.publish_batch(&other_key, 2).await, 202);
     let db = &app.services.db;
     for chunk in [1, 3, 7, 100] {
-        assert_eq!(count_all(db, chunk).await.unwrap(), 7, "in chunks of {chunk}");
+        assert_eq!(count_in_chunks(db, None, chunk).await.unwrap(), 9, "every message in chunks of {chunk}");
+        assert_eq!(count_in_chunks(db, Some(&other), chunk).await.unwrap(), 2, "one customer's in chunks of {chunk}");
     }
 }

@@ -70,9 +70,11 @@ pub async fn list(
     query.all(db).await
 }
 
-/// How many messages are in each state: (state, count). One statement, so
-/// one snapshot: the messages not delivered by state, from the log by state
-/// that holds only them, and the delivered ones as all the rest.
+/// How many messages are in each state: (state, count). The messages not
+/// delivered by state in one statement, from the log by state that holds only
+/// them; the delivered ones as all the rest, every message of the customer (or
+/// every message) counted [`COUNT_CHUNK`] at a time. A message that moves
+/// between the two reads is counted as it was at one of them.
 pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
     let backend = db.get_database_backend();
     let parameter = if backend == DbBackend::Postgres { "$1" } else { "?1" };
@@ -80,14 +82,55 @@ pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>
         Some(id) => (format!("customer_id = {parameter}"), vec![Value::from(id)]),
         None => ("TRUE".to_string(), Vec::new()),
     };
-    let delivered = MessageState::Delivered.as_str();
-    let sql = format!(
-        "WITH undelivered AS ( \
-           SELECT state, count(*) AS n FROM messages WHERE {UNDELIVERED} AND {of_customer} GROUP BY state) \
-         SELECT state, n FROM undelivered \
-         UNION ALL SELECT '{delivered}', CAST((SELECT count(*) FROM messages WHERE {of_customer}) \
-           - (SELECT coalesce(sum(n), 0) FROM undelivered) AS BIGINT)"
-    );
+    let sql = format!("SELECT state, count(*) AS n FROM messages WHERE {UNDELIVERED} AND {of_customer} GROUP BY state");
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
-    rows.iter().map(|row| Ok((row.try_get("", "state")?, row.try_get::<i64>("", "n")?))).collect()
+    let mut counts: Vec<(String, i64)> = rows
+        .iter()
+        .map(|row| Ok((row.try_get("", "state")?, row.try_get::<i64>("", "n")?)))
+        .collect::<Result<_, DbErr>>()?;
+    let undelivered: i64 = counts.iter().map(|(_, n)| n).sum();
+    let all = count_in_chunks(db, customer_id, COUNT_CHUNK).await? as i64;
+    counts.push((MessageState::Delivered.as_str().to_string(), (all - undelivered).max(0)));
+    Ok(counts)
+}
+
+/// Messages counted by one statement of [`count_in_chunks`]: a few milliseconds from the cache,
+/// under a hundred read from disk, so that no statement holds a connection (on SQLite the
+/// engine's only one) near the pool's one-second deadline, whatever the size of the history.
+pub const COUNT_CHUNK: u64 = 50_000;
+
+/// Every message, or every message of one customer, counted along an index ordered by id
+/// (the primary key, or the customer's) `chunk` entries per statement. The chunks are read
+/// one after another, not in one snapshot: a message published meanwhile may or may not be
+/// counted, as it would be a moment later.
+pub async fn count_in_chunks(db: &impl ConnectionTrait, customer_id: Option<&str>, chunk: u64) -> Result<u64, DbErr> {
+    let backend = db.get_database_backend();
+    let sql = count_chunk_sql(backend, customer_id.is_some());
+    // Ids are never empty, so every one sorts after "".
+    let (mut total, mut after) = (0u64, String::new());
+    loop {
+        let mut values: Vec<Value> = customer_id.map(Value::from).into_iter().collect();
+        values.extend([Value::from(after.clone()), Value::from(chunk as i64)]);
+        let row = db.query_one_raw(Statement::from_sql_and_values(backend, &sql, values)).await?;
+        let Some(row) = row else { return Ok(total) };
+        let n = row.try_get::<i64>("", "n")?.max(0) as u64;
+        total += n;
+        match row.try_get::<Option<String>>("", "last")? {
+            Some(last) if n == chunk => after = last,
+            _ => return Ok(total),
+        }
+    }
+}
+
+pub(super) fn count_chunk_sql(backend: DbBackend, of_customer: bool) -> String {
+    let [first, second, third] = if backend == DbBackend::Postgres { ["$1", "$2", "$3"] } else { ["?"; 3] };
+    let (customer, after, limit) = if of_customer {
+        (format!("customer_id = {first} AND "), second, third)
+    } else {
+        (String::new(), first, second)
+    };
+    format!(
+        "SELECT count(*) AS n, max(id) AS last FROM \
+         (SELECT id FROM messages WHERE {customer}id > {after} ORDER BY id LIMIT {limit}) AS chunk"
+    )
 }
