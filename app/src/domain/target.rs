@@ -446,6 +446,17 @@ mod tests {
     /// (raw, as_str, endpoint_key, host, port, literal ip)
     type Accepted = (&'static str, &'static str, &'static str, &'static str, u16, Option<&'static str>);
 
+    /// The OpenAPI pattern of `url` (server/src/api/schemas.rs) allows these characters after the
+    /// host: the server keeps them as they are, so a URL the pattern allows is never lengthened.
+    #[test]
+    fn the_documented_url_characters_are_kept_as_they_are() {
+        let chars = "AZaz09._~!$&()*+,;=:@%/?|[]-";
+        let raw = format!("http://Example.com/{chars}?{chars}");
+        let parsed = TargetUrl::parse(&raw, "url").unwrap();
+        assert_eq!(parsed.as_str(), raw.replace("Example", "example"));
+        assert_eq!(TargetUrl::parse(&format!("{raw}#{chars}"), "url").unwrap().as_str(), parsed.as_str());
+    }
+
     #[test]
     fn accepted_urls_are_normalized() {
         let cases: &[Accepted] = &[

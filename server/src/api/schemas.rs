@@ -204,10 +204,12 @@ fn subscription_fields(builder: ObjectBuilder, patch: bool) -> ObjectBuilder {
         .min_length(Some(1))
         .max_length(Some(2048))
         // What the server accepts is any absolute http(s) URL without credentials or whitespace (and,
-        // unless private targets are allowed, no private, loopback or link-local IP literal); this
-        // pattern is a plain subset of it: lowercase host names, an optional port and a simple path.
+        // unless private targets are allowed, no private, loopback or link-local IP literal). This
+        // pattern is the part of it a client can check alone: host names, an optional port, then a
+        // path, query and fragment of the characters a URL keeps as they are (RFC 3986's, less the
+        // few the server would percent-encode and so lengthen).
         .pattern(Some(
-            r"^https?://[a-z]([a-z0-9-]*[a-z0-9])?(\.[a-z]([a-z0-9-]*[a-z0-9])?)*(:[1-9][0-9]{0,3})?(/[A-Za-z0-9._~-]*)*$",
+            r"^https?://[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[1-9][0-9]{0,3})?([/?][A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?(#[A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?$",
         ));
     let policy = OneOfBuilder::new()
         .item(reference("RetryPolicy"))
