@@ -22,7 +22,7 @@ use super::send::http::{self, Received, headers_json, send};
 use super::send::request;
 use super::send::signing_keys::SigningKeys;
 use super::send::targets::{Target, Targets};
-use super::spans::{AttemptSpan, id_bits};
+use super::spans::AttemptSpan;
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, message};
 use crate::store::messages::{self, Finish, Lane};
@@ -92,8 +92,8 @@ impl Deliverer {
         let started_at = now;
         let trace = MessageTrace::of(
             EventTrace::of_stored(&event.payload),
-            id_bits(&event.id).unwrap_or_default(),
-            id_bits(&msg.id).unwrap_or_else(ids::random_bytes),
+            ids::id_bits(&event.id).unwrap_or_default(),
+            ids::id_bits(&msg.id).unwrap_or_else(ids::random_bytes),
         );
         let span = span_id(rand::random());
         // An event that cannot be rendered never will be: its message ends with an attempt that

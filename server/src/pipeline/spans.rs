@@ -16,6 +16,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{BatchSpanProcessor, SpanData, SpanEvents, SpanLinks, SpanProcessor};
 
 use super::send::http::Received;
+use crate::ids::id_bits;
 use crate::store::entities::{event, message};
 
 /// Where spans go: the collector's `/v1/traces`.
@@ -182,10 +183,4 @@ fn context(trace_id: [u8; 16], span_id: SpanId, flags: u8, state: Option<&str>) 
 
 fn at(ms: i64) -> std::time::SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
-}
-
-/// The 128 bits of a prefixed ULID id (`msg_01J…`).
-pub fn id_bits(id: &str) -> Option<[u8; 16]> {
-    let (_, ulid) = id.split_once('_')?;
-    ulid::Ulid::from_string(ulid).ok().map(|u| u.to_bytes())
 }

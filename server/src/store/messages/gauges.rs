@@ -24,7 +24,7 @@ pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, Vec::<Value>::new())).await?;
     let mut counts: Vec<(MessageState, u64)> =
         [MessageState::Pending, MessageState::Delivering, MessageState::Held].into_iter().map(|s| (s, 0)).collect();
-    let (mut undelivered, mut all) = (0u64, None);
+    let mut undelivered = 0u64;
     for row in rows {
         let state: String = row.try_get("", "state")?;
         let n = row.try_get::<i64>("", "n")?.max(0) as u64;
@@ -34,12 +34,10 @@ pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result
             None => {}
         }
     }
-    if with_delivered {
-        all = Some(count_in_chunks(db, None, COUNT_CHUNK).await?);
-    }
     let open: u64 = counts.iter().map(|(_, n)| n).sum();
     counts.push((MessageState::Dead, undelivered.saturating_sub(open)));
-    if let Some(all) = all {
+    if with_delivered {
+        let all = count_in_chunks(db, None, COUNT_CHUNK).await?;
         counts.push((MessageState::Delivered, all.saturating_sub(undelivered)));
     }
     Ok(counts)
