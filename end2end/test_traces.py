@@ -97,8 +97,13 @@ def test_deliveries_carry_the_trace_and_the_spans_reach_the_collector(spawn_hera
         fresh_trace, fresh_span, _ = traceparent(requests[fresh_message].headers["traceparent"])
         assert fresh_trace == ulid_hex(fresh_message)
         assert "tracestate" not in requests[fresh_message].headers
-        detail = tenant.client.get(f"/api/v1/messages/{fresh_message}").json()
-        assert detail["attempts"][0]["trace_id"] == fresh_trace
+        # The receiver answers before the attempt is written (records are group-committed).
+        attempts = wait_until(
+            lambda: tenant.client.get(f"/api/v1/messages/{fresh_message}").json()["attempts"],
+            10.0,
+            "the fresh message's attempt recorded",
+        )
+        assert attempts[0]["trace_id"] == fresh_trace
 
         herald.stop()  # the last spans leave before the process exits
         wait_until(lambda: len(spans) >= 4, 10.0, "two publish and two attempt spans at the collector")

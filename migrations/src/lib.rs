@@ -18,11 +18,14 @@ mod m0011_audit_customer;
 mod m0012_incremental_vacuum;
 mod m0013_event_archive;
 mod m0014_attempt_trace;
+mod m0015_counts;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
 /// How queries spell the conditions of the log by state and of an endpoint's waiting messages, for the same reason.
 pub use m0008_fewer_index_entries::{UNDELIVERED, WAITING};
+/// How long the per-minute attempt counts are kept.
+pub use m0015_counts::MINUTES_KEPT as ATTEMPT_MINUTES_KEPT;
 
 pub struct Migrator;
 
@@ -44,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0012_incremental_vacuum::Migration),
             Box::new(m0013_event_archive::Migration),
             Box::new(m0014_attempt_trace::Migration),
+            Box::new(m0015_counts::Migration),
         ]
     }
 }

@@ -40,6 +40,12 @@ pub fn id_bits(id: &str) -> Option<[u8; 16]> {
     ulid::Ulid::from_string(ulid).ok().map(|u| u.to_bytes())
 }
 
+/// When an id was made (unix milliseconds): its ULID's first 48 bits.
+pub fn made_at(id: &str) -> Option<i64> {
+    let (_, ulid) = id.split_once('_')?;
+    ulid::Ulid::from_string(ulid).ok().map(|u| u.timestamp_ms() as i64)
+}
+
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     rand::rng().fill_bytes(&mut bytes);
@@ -74,6 +80,9 @@ mod tests {
         let now = chrono::Utc::now().timestamp_millis();
         assert!(before < first_id_at("msg", now + 1));
         assert!(first_id_at("msg", now - 1000) < before);
+        assert_eq!(made_at(&first_id_at("evt", now)), Some(now));
+        assert!(made_at(&before).is_some_and(|ms| (now - 1000..=now).contains(&ms)));
+        assert_eq!(made_at("msg"), None);
     }
 
     #[test]

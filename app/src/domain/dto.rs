@@ -56,6 +56,19 @@ impl Backlog {
 pub struct Page<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
+    /// Present when a filter that no index answers (an event type, a source, `since`, a state
+    /// across customers) stopped this page's search before it filled: it read as far back as
+    /// this time. `next_cursor` searches on from there; a time window (`until`), a
+    /// subscription or a customer narrows what each page reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub searched_back_to: Option<DateTime<Utc>>,
+}
+
+impl<T> Page<T> {
+    /// A page whose search read everything its filter selects.
+    pub fn of(data: Vec<T>, next_cursor: Option<String>) -> Page<T> {
+        Page { data, next_cursor, searched_back_to: None }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -123,6 +123,21 @@ pub fn NextPage(next: Option<String>) -> impl IntoView {
     })
 }
 
+/// Said where a search stopped before its page filled (see `Page::searched_back_to`): how far
+/// back it read, and how to go on or narrow it. `what` names the rows ("messages", "events").
+#[component]
+pub fn SearchStopped(at: Option<DateTime<Utc>>, what: &'static str) -> impl IntoView {
+    at.map(|at| {
+        view! {
+            <p class="notice" role="status">
+                "This page searched the "{what}" back to "{time(&at)}" and stopped there, so that it answers at once. "
+                "Older "{what}" may match: the next page searches on, or a time window (Until), a subscription "
+                "or a customer narrows the search."
+            </p>
+        }
+    })
+}
+
 pub fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }

@@ -85,7 +85,7 @@ async fn list_api_keys(
     who: Principal,
     Path(id): Path<String>,
 ) -> ApiResult<Json<dto::Page<dto::ApiKey>>> {
-    Ok(Json(dto::Page { data: customers::list_api_keys(&s, &who, &id).await?, next_cursor: None }))
+    Ok(Json(dto::Page::of(customers::list_api_keys(&s, &who, &id).await?, None)))
 }
 
 #[utoipa::path(delete, path = "/api/v1/customers/{id}/api-keys/{key_id}", tag = "admin",

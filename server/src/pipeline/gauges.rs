@@ -1,9 +1,8 @@
 //! The gauges an operator alerts on, re-read from the database on a timer
-//! rather than at each scrape: every 10 s the open messages by state, the dead
-//! ones, the endpoints by circuit state and, per lane, the age of the oldest
-//! message due but not yet sent; every minute the delivered ones (every message
-//! less the rest: the one count that grows with the history, read along the
-//! primary key a chunk at a time so that no statement holds a connection long).
+//! rather than at each scrape: every 10 s the messages by state (the delivered
+//! ones as every message kept, a count kept with the messages, less the rest),
+//! the endpoints by circuit state and, per lane, the age of the oldest message
+//! due but not yet sent.
 //! The database pool's connections are read from the pool itself.
 //! Each process sharing a database reports the same values, so alerts take
 //! their maximum.
@@ -19,23 +18,20 @@ use crate::store::endpoints;
 use crate::store::messages::{Lane, gauges};
 
 pub const EVERY: Duration = Duration::from_secs(10);
-/// Ticks between two counts of every message.
-const DELIVERED_EVERY: u32 = 6;
 
 /// One reading of the gauges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reading {
-    /// Every state; `delivered` only when this reading counted every message.
     pub messages: Vec<(MessageState, u64)>,
     /// Seconds since the oldest due message of each lane became due (0 when none is due).
     pub oldest_due_secs: [(Lane, f64); 2],
     pub endpoints: Vec<(EndpointState, u64)>,
 }
 
-/// Reads the gauges from `db` at the pipeline's clock; `with_delivered` also counts every message.
-pub async fn read(pipeline: &Pipeline, db: &DatabaseConnection, with_delivered: bool) -> Result<Reading, DbErr> {
+/// Reads the gauges from `db` at the pipeline's clock.
+pub async fn read(pipeline: &Pipeline, db: &DatabaseConnection) -> Result<Reading, DbErr> {
     let now = pipeline.now_ms();
-    let messages = gauges::by_state(db, with_delivered).await?;
+    let messages = gauges::by_state(db).await?;
     let mut oldest_due_secs = [(Lane::Fresh, 0.0), (Lane::Retry, 0.0)];
     for (lane, age) in &mut oldest_due_secs {
         if let Some(due) = gauges::oldest_due(db, *lane, now).await? {
@@ -85,15 +81,11 @@ pub fn publish_pool(db: &DatabaseConnection) {
 /// Reads from `db` and publishes every
 /// [`EVERY`] until shutdown; skips while the database is away.
 pub async fn run(pipeline: Pipeline, db: DatabaseConnection, mut shutdown: watch::Receiver<bool>) {
-    let mut tick: u32 = 0;
     loop {
         publish_pool(&pipeline.db);
         if !pipeline.health.is_down() {
-            match read(&pipeline, &db, tick.is_multiple_of(DELIVERED_EVERY)).await {
-                Ok(reading) => {
-                    publish(&reading);
-                    tick = tick.wrapping_add(1);
-                }
+            match read(&pipeline, &db).await {
+                Ok(reading) => publish(&reading),
                 Err(e) => pipeline.health.failed("reading the gauges", &e),
             }
         }

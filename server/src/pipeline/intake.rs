@@ -108,7 +108,7 @@ async fn run(parts: Parts, mut incoming: mpsc::UnboundedReceiver<Request>) {
             size += next.events.len();
             batch.push(next);
         }
-        writers.spawn(commit_batch(parts.clone(), routes.clone(), batch, size));
+        writers.spawn(|_| commit_batch(parts.clone(), routes.clone(), batch, size));
     }
     writers.finish().await;
 }

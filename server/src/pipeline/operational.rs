@@ -166,7 +166,7 @@ async fn write(
         return Ok(Announced::default());
     }
     bulk::insert(txn, &events).await?;
-    bulk::insert(txn, &new_messages).await?;
+    messages::insert_many(txn, &new_messages).await?;
     notify::send(txn, pipeline.wake.origin()).await?;
     let mut endpoints: Vec<String> =
         new_messages.into_iter().filter(|m| m.next_attempt_at != Some(PAUSED)).map(|m| m.endpoint_id).collect();

@@ -18,10 +18,11 @@ use super::Pipeline;
 use super::decide::Decision;
 use super::operational::{report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
+use crate::store::counts::{self, Attempted};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
 use crate::store::messages::End;
-use crate::store::writers::Writers;
+use crate::store::writers::{POSTGRES_WRITERS, Writers};
 use crate::store::{audit, messages};
 
 /// The most attempts written in one transaction.
@@ -99,18 +100,20 @@ async fn run(pipeline: Pipeline, mut incoming: mpsc::UnboundedReceiver<Pending>)
                 Err(_) => break,
             }
         }
-        writers.spawn(commit_batch(pipeline.clone(), batch));
+        writers.spawn(|slot| commit_batch(pipeline.clone(), batch, slot));
     }
     writers.finish().await;
 }
 
-/// Writes one batch in one transaction and answers each attempt's worker.
-async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>) {
+/// Writes one batch in one transaction and answers each attempt's worker; `slot`
+/// is the batch's among those in flight at once.
+async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>, slot: usize) {
     let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
     let size = records.len();
     // Attempts sent and not yet recorded wait out an outage here, and are recorded as soon as the
     // database answers again: their messages are neither sent twice nor left leased.
-    let recorded = pipeline.health.through_outage("recording attempts", || write(&pipeline, &records)).await;
+    let writer = i64::from(pipeline.process) * POSTGRES_WRITERS as i64 + slot as i64;
+    let recorded = pipeline.health.through_outage("recording attempts", || write(&pipeline, &records, writer)).await;
     match recorded {
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {
@@ -148,8 +151,9 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
     }
 }
 
-/// One transaction for the whole batch; the results are in the batch's order.
-async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Option<Transition>>, DbErr> {
+/// One transaction for the whole batch, counted in the per-minute rows of
+/// `writer` (no two batches in flight share one); the results are in the batch's order.
+async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = pipeline.now_ms();
     let ends: Vec<End> = records
         .iter()
@@ -162,6 +166,12 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord]) -> Result<Vec<Opt
     let rows = records.iter().map(attempt_row).collect();
     let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
+    let counted = records.iter().filter(|r| moved.contains(&r.message.id)).map(|r| Attempted {
+        customer_id: &r.message.customer_id,
+        started_at: r.started_at,
+        succeeded: r.decision.outcome == Outcome::Success,
+    });
+    counts::add_attempts(&txn, writer, counted).await?;
     let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
         by_endpoint.entry(record.message.endpoint_id.as_str()).or_default().push(i);

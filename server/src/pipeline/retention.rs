@@ -5,7 +5,8 @@
 //! system on SQLite, to new rows on PostgreSQL (by autovacuum, or by a VACUUM of
 //! its own where the server runs none). It works in batches of a few hundred rows, each its own
 //! short transaction, so publishes and deliveries never wait long behind it.
-//! An open message (pending, delivering or held) is never removed.
+//! An open message (pending, delivering or held) is never removed. It also
+//! forgets the per-minute attempt counts older than a day.
 
 use std::time::Duration;
 
@@ -92,6 +93,7 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
         tokio::task::yield_now().await;
     }
 
+    retention::old_minutes(db, now).await?;
     while retention::give_back_free_pages(db, PAGES_PER_STEP).await? > u64::from(PAGES_PER_STEP) {
         tokio::task::yield_now().await;
     }

@@ -53,5 +53,5 @@ pub async fn list(
     };
     let rows = audit::list(&services.db, &filter, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(views::audit).collect(), next_cursor })
+    Ok(dto::Page::of(rows.into_iter().map(views::audit).collect(), next_cursor))
 }

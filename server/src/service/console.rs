@@ -62,7 +62,7 @@ pub async fn log_entries(
             }
         })
         .collect();
-    Ok(dto::Page { data, next_cursor: page.next_cursor })
+    Ok(dto::Page { data, next_cursor: page.next_cursor, searched_back_to: page.searched_back_to })
 }
 
 /// A page of the archive with (for admins) each event's customer by name.
@@ -77,7 +77,7 @@ pub async fn event_entries(
         .into_iter()
         .map(|(customer_id, event)| EventEntry { customer_name: names.get(&customer_id).cloned(), customer_id, event })
         .collect();
-    Ok(dto::Page { data, next_cursor: page.next_cursor })
+    Ok(dto::Page { data, next_cursor: page.next_cursor, searched_back_to: page.searched_back_to })
 }
 
 /// The subscriptions a select offers, newest first: the customer's own, or for

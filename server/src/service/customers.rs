@@ -32,7 +32,7 @@ pub async fn list(services: &Services, who: &Principal, page: PageRequest) -> Re
     who.require_admin()?;
     let rows = customers::list(&services.db, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(views::customer).collect(), next_cursor })
+    Ok(dto::Page::of(rows.into_iter().map(views::customer).collect(), next_cursor))
 }
 
 pub async fn create_api_key(

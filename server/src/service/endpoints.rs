@@ -23,7 +23,7 @@ pub async fn list(
     let rows = endpoints::list(&services.db, who.customer_filter(customer_id).as_deref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     let (now, window_ms) = (services.now_ms(), services.settings.breaker.window_secs as i64 * 1000);
-    Ok(dto::Page { data: rows.into_iter().map(|r| views::endpoint(r, now, window_ms)).collect(), next_cursor })
+    Ok(dto::Page::of(rows.into_iter().map(|r| views::endpoint(r, now, window_ms)).collect(), next_cursor))
 }
 
 /// The longest `older_than_secs` an unlock takes: ten years.

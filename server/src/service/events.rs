@@ -104,7 +104,7 @@ pub async fn send_test(services: &Services, who: &Principal, subscription_id: &s
     row.add_message_id(&id);
     let txn = services.db.begin().await?;
     events::insert_new(&txn, row).await?;
-    messages::insert_many(&txn, vec![msg]).await?;
+    messages::insert_many(&txn, std::slice::from_ref(&msg)).await?;
     notify::send(&txn, services.pipeline.wake.origin()).await?;
     txn.commit().await?;
     services.pipeline.wake.notify_one();
@@ -161,7 +161,8 @@ pub async fn list(
     page: PageRequest,
 ) -> Result<dto::Page<dto::Event>> {
     let page = list_with_customers(services, who, q, page).await?;
-    Ok(dto::Page { data: page.data.into_iter().map(|(_, event)| event).collect(), next_cursor: page.next_cursor })
+    let data = page.data.into_iter().map(|(_, event)| event).collect();
+    Ok(dto::Page { data, next_cursor: page.next_cursor, searched_back_to: page.searched_back_to })
 }
 
 /// A page of the kept events, newest first, each with its customer's id.
@@ -179,9 +180,13 @@ pub async fn list_with_customers(
         since_ms,
         until_ms,
     };
-    let rows = events::list(&services.db, &filter, &page).await?;
-    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.iter().map(|r| (r.customer_id.clone(), summary(r))).collect(), next_cursor })
+    let (rows, stop) = events::list(&services.db, &filter, &page).await?;
+    let (rows, next_cursor, stop) = page::finish_search(rows, page.limit, |r| &r.id, stop);
+    Ok(dto::Page {
+        data: rows.iter().map(|r| (r.customer_id.clone(), summary(r))).collect(),
+        next_cursor,
+        searched_back_to: stop.as_deref().and_then(super::views::time_of_id),
+    })
 }
 
 /// The kept events with a CloudEvent id (more than one only when their sources differ).
@@ -269,7 +274,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
                 new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();
             replayed += new_messages.len() as u64;
             let txn = services.db.begin().await?;
-            messages::insert_many(&txn, new_messages).await?;
+            messages::insert_many(&txn, &new_messages).await?;
             events::add_message_ids(&txn, &listed).await?;
             notify::send(&txn, services.pipeline.wake.origin()).await?;
             txn.commit().await?;

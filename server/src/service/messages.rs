@@ -69,9 +69,13 @@ pub async fn list(
         let found = events::by_ce_id(&services.db, &customer_id, ce_id, None).await?;
         filter.ids = Some(found.iter().flat_map(|e| e.message_id_list()).collect());
     }
-    let rows = messages::list(&services.db, &filter, &page).await?;
-    let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(views::message).collect(), next_cursor })
+    let (rows, stop) = messages::list(&services.db, &filter, &page).await?;
+    let (rows, next_cursor, stop) = page::finish_search(rows, page.limit, |r| &r.id, stop);
+    Ok(dto::Page {
+        data: rows.into_iter().map(views::message).collect(),
+        next_cursor,
+        searched_back_to: stop.as_deref().and_then(views::time_of_id),
+    })
 }
 
 pub async fn detail(services: &Services, who: &Principal, id: &str) -> Result<dto::MessageDetail> {

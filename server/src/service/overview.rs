@@ -1,12 +1,14 @@
 //! The dashboard's overview: messages by state, attempts per minute over the
-//! last hour, and the endpoints whose circuit is open.
+//! last hour, and the endpoints whose circuit is open. The counts come from
+//! those kept beside the rows (`store::counts`) and from indexes that hold only
+//! the messages not delivered, so the page costs the same at any size of history.
 
 use app::domain::dto::{Bucket, Overview};
-use app::domain::states::{MessageState, Outcome};
+use app::domain::states::MessageState;
 
 use super::Services;
 use super::{Principal, Result, views};
-use crate::store::{attempts, endpoints, messages};
+use crate::store::{counts, endpoints, messages};
 
 const MINUTES: i64 = 60;
 
@@ -20,15 +22,12 @@ pub async fn overview(services: &Services, who: &Principal) -> Result<Overview> 
         .map(|s| (*s, by_state.iter().find(|(name, _)| name == s.as_str()).map_or(0, |(_, n)| *n as u64)))
         .collect();
     let this_minute = now / 60_000;
-    let since = (this_minute - MINUTES + 1) * 60_000;
+    let since = this_minute - MINUTES + 1;
     let mut per_minute: Vec<Bucket> = (0..MINUTES as u32).map(|ago| Bucket { ago, success: 0, failure: 0 }).collect();
-    for (minute, outcome, n) in attempts::per_minute(&services.db, customer, since).await? {
+    for (minute, succeeded, failed) in counts::attempts_per_minute(&services.db, customer, since).await? {
         let Some(slot) = per_minute.get_mut((this_minute - minute).clamp(0, MINUTES - 1) as usize) else { continue };
-        if outcome == Outcome::Success.as_str() {
-            slot.success += n as u64;
-        } else {
-            slot.failure += n as u64;
-        }
+        slot.success += succeeded;
+        slot.failure += failed;
     }
     let window_ms = services.settings.breaker.window_secs as i64 * 1000;
     let troubled_endpoints = endpoints::not_closed(&services.db, customer)

@@ -156,7 +156,7 @@ pub async fn list(
 ) -> Result<dto::Page<dto::Subscription>> {
     let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_deref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page { data: rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor })
+    Ok(dto::Page::of(rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor))
 }
 
 pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {

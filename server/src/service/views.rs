@@ -14,6 +14,11 @@ pub(super) fn json_text(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
+/// When the row of this id was made, as its id says (ids begin with their time).
+pub fn time_of_id(id: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    crate::ids::made_at(id).map(to_utc)
+}
+
 pub fn customer(row: customer::Model) -> dto::Customer {
     dto::Customer { id: row.id, name: row.name, created_at: to_utc(row.created_at) }
 }

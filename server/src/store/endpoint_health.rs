@@ -249,7 +249,7 @@ mod tests {
                 trace_id: None,
             });
         }
-        crate::store::messages::insert_many(&db, messages).await.unwrap();
+        crate::store::messages::insert_many(&db, &messages).await.unwrap();
         crate::store::attempts::insert_many(&db, attempts).await.unwrap();
         let w = Window { customer_id: "cus_1", endpoint_id: "ep_1", since_ms: 0 };
         let all = tallies(&db, w, 100).await.unwrap();

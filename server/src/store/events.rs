@@ -7,12 +7,13 @@ use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait, TryInsertResult,
+    QueryFilter, QueryOrder, QuerySelect, Select, Statement, TransactionTrait, TryInsertResult,
 };
 
+use super::counts::ADD_TO_MESSAGE_COUNT;
 use super::entities::event::{self, Column, Entity as Events};
 use super::entities::message;
-use super::page::PageRequest;
+use super::page::{self, PageRequest};
 use super::recordset::{self, Arrays, Type, col};
 use super::{bulk, messages};
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
@@ -67,7 +68,8 @@ impl Routed {
 }
 
 /// Stores a publish batch atomically: the events whose `(customer, source, id)`
-/// is new, and the messages of those events (the others' are dropped). Returns
+/// is new, and the messages of those events (the others' are dropped), counted
+/// in their customers' counts. Returns
 /// the ids of the events inserted, or `None`, storing nothing, when the routing
 /// changed since `routed` was read. Concurrent batches that share keys must
 /// list `events` in key order, so that they wait for each other in one
@@ -99,8 +101,8 @@ pub async fn insert_with_messages(
         txn.rollback().await?;
         return Ok(None);
     }
-    let kept = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
-    messages::insert_many(&txn, kept).await?;
+    let kept: Vec<message::Model> = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
+    messages::insert_many(&txn, &kept).await?;
     txn.commit().await?;
     Ok(Some(inserted))
 }
@@ -195,7 +197,11 @@ static PUBLISH: LazyLock<String> = LazyLock::new(|| {
            ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id \
          ), new_messages AS ( \
            INSERT INTO messages ({messages}) SELECT {messages} FROM {} \
-           WHERE m.event_id IN (SELECT id FROM new_events) \
+           WHERE m.event_id IN (SELECT id FROM new_events) RETURNING customer_id \
+         ), counted AS ( \
+           INSERT INTO message_counts (customer_id, messages) \
+           SELECT customer_id, count(*) FROM new_messages GROUP BY customer_id ORDER BY customer_id \
+           {ADD_TO_MESSAGE_COUNT} \
          ) SELECT id FROM new_events UNION ALL SELECT NULL FROM routed WHERE NOT still",
         recordset::rows(COLUMNS, 1, "e"),
         recordset::rows(messages::COLUMNS, first_message, "m"),
@@ -230,10 +236,7 @@ pub struct EventFilter {
 
 impl EventFilter {
     fn condition(&self) -> sea_orm::Condition {
-        let mut cond = sea_orm::Condition::all();
-        if let Some(v) = &self.customer_id {
-            cond = cond.add(Column::CustomerId.eq(v.as_str()));
-        }
+        let mut cond = self.indexed();
         if let Some(v) = &self.source {
             cond = cond.add(Column::Source.eq(v.as_str()));
         }
@@ -244,24 +247,50 @@ impl EventFilter {
             cond = cond.add(Column::CreatedAt.gte(v));
         }
         if let Some(v) = self.until_ms {
-            // The bound lets the scan of the customer's events start at the window's end.
-            cond = cond.add(Column::Id.lt(first_id_at("evt", v + ID_AFTER_CREATION_MS))).add(Column::CreatedAt.lt(v));
+            cond = cond.add(Column::CreatedAt.lt(v));
         }
         cond
     }
+
+    /// What the indexes by id answer: a customer's events, and the end of a window.
+    fn indexed(&self) -> sea_orm::Condition {
+        let mut cond = sea_orm::Condition::all();
+        if let Some(v) = &self.customer_id {
+            cond = cond.add(Column::CustomerId.eq(v.as_str()));
+        }
+        if let Some(v) = self.until_ms {
+            // The bound lets the scan start at the window's end.
+            cond = cond.add(Column::Id.lt(first_id_at("evt", v + ID_AFTER_CREATION_MS)));
+        }
+        cond
+    }
+
+    /// Whether some condition is checked row by row, so that a search must be bounded.
+    fn checks_rows(&self) -> bool {
+        self.source.is_some() || self.event_type.is_some() || self.since_ms.is_some()
+    }
 }
 
-/// A page of events, newest first.
+/// A page of events, newest first. A filter checked row by row reads at most
+/// [`page::SCAN_BUDGET`] rows: then the id of the last one read comes back too.
 pub async fn list(
     db: &impl ConnectionTrait,
     filter: &EventFilter,
     page: &PageRequest,
-) -> Result<Vec<event::Model>, DbErr> {
-    let mut query = Events::find().filter(filter.condition()).order_by_desc(Column::Id).limit(page.limit + 1);
-    if let Some(before) = &page.before {
-        query = query.filter(Column::Id.lt(before.clone()));
+) -> Result<(Vec<event::Model>, Option<String>), DbErr> {
+    let before = |query: Select<Events>| match &page.before {
+        Some(before) => query.filter(Column::Id.lt(before.as_str())),
+        None => query,
+    };
+    let stop = match filter.checks_rows() {
+        true => page::search_stop(db, before(Events::find().filter(filter.indexed())), Column::Id).await?,
+        false => None,
+    };
+    let mut query = before(Events::find().filter(filter.condition())).order_by_desc(Column::Id).limit(page.limit + 1);
+    if let Some(stop) = &stop {
+        query = query.filter(Column::Id.gte(stop.as_str()));
     }
-    query.all(db).await
+    Ok((query.all(db).await?, stop))
 }
 
 /// Up to `limit` events that match, oldest first, after the event `after`.

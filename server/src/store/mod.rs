@@ -7,6 +7,7 @@ pub mod audit;
 pub mod backup;
 pub mod bulk;
 pub mod checkpoint;
+pub mod counts;
 pub mod customers;
 pub mod endpoint_health;
 pub mod endpoints;
@@ -147,6 +148,14 @@ pub const PLAN_ONCE_BY_KEY: &str = "SET LOCAL plan_cache_mode = force_generic_pl
 
 pub fn is_unique_violation(err: &DbErr) -> bool {
     matches!(err.sql_err(), Some(SqlErr::UniqueConstraintViolation(_)))
+}
+
+/// The `n`th (from 1) bound parameter's mark: `$n` on PostgreSQL, `?` on SQLite (which numbers them by position).
+pub(crate) fn placeholder(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_string(),
+    }
 }
 
 pub fn is_postgres(db: &DatabaseConnection) -> bool {

@@ -1,11 +1,49 @@
 //! Keyset paging over ids, which sort by creation time: the cursor is the last
 //! id of a page, encoded so that clients treat it as opaque.
+//!
+//! A filter that an index cannot answer (an event type, a source, a start
+//! time, a state across customers) is checked row by row along the index of
+//! the rest. So that no page reads without end when few rows match, a page
+//! reads at most [`SCAN_BUDGET`] rows of that index: when they run out before
+//! the page fills, the page ends there, short, with a cursor that continues the
+//! search from the last row read and the time it reached.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sea_orm::{ConnectionTrait, DbErr, EntityTrait, QueryOrder, QuerySelect, Select};
 
 pub const DEFAULT_LIMIT: u64 = 50;
 pub const MAX_LIMIT: u64 = 1000;
+
+/// Rows a page whose filter is checked row by row reads at most: tens of milliseconds.
+pub const SCAN_BUDGET: u64 = 20_000;
+
+/// The last row a page may read, when more than [`SCAN_BUDGET`] rows lie ahead of it
+/// along `range` (a query on the entity, filtered by what its index answers and by the
+/// cursor): the search reads ids from the cursor down to this one, included.
+pub async fn search_stop<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    range: Select<E>,
+    id: E::Column,
+) -> Result<Option<String>, DbErr> {
+    range.select_only().column(id).order_by_desc(id).offset(SCAN_BUDGET - 1).limit(1).into_tuple().one(db).await
+}
+
+/// Splits a fetch of `limit + 1` rows into the page, the next cursor and, when the search
+/// stopped at `stop` before the page filled, that id: the next page continues below it.
+pub fn finish_search<T>(
+    rows: Vec<T>,
+    limit: u64,
+    id_of: impl Fn(&T) -> &str,
+    stop: Option<String>,
+) -> (Vec<T>, Option<String>, Option<String>) {
+    if rows.len() as u64 > limit {
+        let (rows, next) = finish(rows, limit, id_of);
+        return (rows, next, None);
+    }
+    let next = stop.as_deref().map(encode_cursor);
+    (rows, next, stop)
+}
 
 /// A validated page request.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -58,6 +96,19 @@ mod tests {
         assert_eq!((rows, next), (vec!["c", "b"], Some(encode_cursor("b"))));
         let (rows, next) = finish(vec!["c", "b"], 2, |s| s);
         assert_eq!((rows, next), (vec!["c", "b"], None));
+    }
+
+    #[test]
+    fn a_search_stopped_short_continues_below_its_last_row() {
+        let stop = Some("b".to_string());
+        let (rows, next, stopped) = finish_search(vec!["d", "c"], 2, |s| s, stop.clone());
+        assert_eq!((rows, next, stopped), (vec!["d", "c"], Some(encode_cursor("b")), Some("b".into())));
+        let (rows, next, stopped) = finish_search(vec!["d", "c", "b"], 2, |s| s, stop.clone());
+        assert_eq!((rows, next, stopped), (vec!["d", "c"], Some(encode_cursor("c")), None));
+        let (rows, next, stopped) = finish_search(vec!["d"], 2, |s| s, stop);
+        assert_eq!((rows, next, stopped), (vec!["d"], Some(encode_cursor("b")), Some("b".into())));
+        let (rows, next, stopped) = finish_search(vec!["d"], 2, |s| s, None);
+        assert_eq!((rows, next, stopped), (vec!["d"], None, None), "nothing more to read");
     }
 
     proptest! {

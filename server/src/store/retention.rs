@@ -13,6 +13,7 @@ use sea_orm::{
     QuerySelect, TransactionTrait,
 };
 
+use super::counts;
 use super::entities::attempt::{self, Entity as Attempts};
 use super::entities::event::{self, Entity as Events};
 use super::entities::message::{self, Entity as Messages};
@@ -45,28 +46,32 @@ pub async fn ended_messages(db: &impl ConnectionTrait, ended_before_ms: i64, lim
 }
 
 /// Removes those of `ids` that are still ended before `ended_before_ms` (a
-/// replay since their reading reopened the others), with their attempts, in
-/// one transaction. Returns (messages, attempts) removed.
+/// replay since their reading reopened the others), with their attempts, and
+/// takes them from their customers' counts, in one transaction. Returns
+/// (messages, attempts) removed.
 pub async fn remove_messages(
     db: &DatabaseConnection,
     ids: Vec<String>,
     ended_before_ms: i64,
 ) -> Result<(u64, u64), DbErr> {
     let txn = db.begin().await?;
-    let removed: Vec<String> = Messages::delete_many()
+    let removed: Vec<(String, String)> = Messages::delete_many()
         .filter(message::Column::Id.is_in(ids))
         .filter(ended_before(ended_before_ms))
         .exec_with_returning(&txn)
         .await?
         .into_iter()
-        .map(|m| m.id)
+        .map(|m| (m.id, m.customer_id))
         .collect();
     let count = removed.len() as u64;
     let attempts = if removed.is_empty() {
         0
     } else {
-        Attempts::delete_many().filter(attempt::Column::MessageId.is_in(removed)).exec(&txn).await?.rows_affected
+        let ids = removed.iter().map(|(id, _)| id.clone());
+        Attempts::delete_many().filter(attempt::Column::MessageId.is_in(ids)).exec(&txn).await?.rows_affected
     };
+    // Last, so that a publish waits for this customer's count no longer than the commit.
+    counts::change_messages(&txn, &counts::per_customer(removed.iter().map(|(_, c)| c.as_str()), -1)).await?;
     txn.commit().await?;
     Ok((count, attempts))
 }
@@ -115,6 +120,12 @@ pub async fn remove_events(db: &impl ConnectionTrait, ids: Vec<String>) -> Resul
         return Ok(0);
     }
     Ok(Events::delete_many().filter(event::Column::Id.is_in(ids)).exec(db).await?.rows_affected)
+}
+
+/// Forgets the per-minute attempt counts older than they are kept
+/// ([`counts::ATTEMPT_MINUTES_KEPT`] before `now_ms`); returns how many rows went.
+pub async fn old_minutes(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, DbErr> {
+    counts::forget_minutes_before(db, now_ms.div_euclid(60_000) - counts::ATTEMPT_MINUTES_KEPT).await
 }
 
 /// On a PostgreSQL server whose autovacuum is off, vacuums the tables that

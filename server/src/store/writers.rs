@@ -7,21 +7,26 @@
 use std::future::Future;
 
 use sea_orm::DatabaseConnection;
-use tokio::task::JoinSet;
+use tokio::task::{self, JoinSet};
 
 /// Concurrent group commits on PostgreSQL for a writer of several round trips
 /// (the recorder); well inside the pool of 16, which the lanes and the API share.
-const POSTGRES_WRITERS: usize = 4;
+pub const POSTGRES_WRITERS: usize = 4;
 
 pub struct Writers {
     writing: JoinSet<()>,
-    most: usize,
+    /// The slot of each batch in flight, given back when it ends (a panic included).
+    held: Vec<(task::Id, usize)>,
+    free: Vec<usize>,
 }
 
 impl Writers {
     pub fn for_database(db: &DatabaseConnection) -> Writers {
-        let most = if super::is_postgres(db) { POSTGRES_WRITERS } else { 1 };
-        Writers { writing: JoinSet::new(), most }
+        Writers::with_slots(if super::is_postgres(db) { POSTGRES_WRITERS } else { 1 })
+    }
+
+    fn with_slots(most: usize) -> Writers {
+        Writers { writing: JoinSet::new(), held: Vec::new(), free: (0..most).rev().collect() }
     }
 
     /// One batch at a time, on any database: for batches written in one round
@@ -29,19 +34,30 @@ impl Writers {
     /// that gathers meanwhile in two, and the database pays twice for the same
     /// events. A lone batch grows with the load instead.
     pub fn one() -> Writers {
-        Writers { writing: JoinSet::new(), most: 1 }
+        Writers::with_slots(1)
     }
 
     /// Waits until another batch may be written.
     pub async fn room(&mut self) {
-        while self.writing.len() >= self.most {
-            self.writing.join_next().await;
+        while self.free.is_empty() {
+            let Some(ended) = self.writing.join_next_with_id().await else { return };
+            let id = ended.map_or_else(|e| e.id(), |(id, ())| id);
+            if let Some(i) = self.held.iter().position(|(held, _)| *held == id) {
+                self.free.push(self.held.swap_remove(i).1);
+            }
         }
     }
 
-    /// Writes a batch alongside the others.
-    pub fn spawn(&mut self, batch: impl Future<Output = ()> + Send + 'static) {
-        self.writing.spawn(batch);
+    /// Writes a batch alongside the others, given a slot (from 0) that no other
+    /// batch in flight holds, for rows of its own that the others never wait for.
+    /// Call [`Writers::room`] first.
+    pub fn spawn<F>(&mut self, batch: impl FnOnce(usize) -> F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let slot = self.free.pop().expect("room() first");
+        let id = self.writing.spawn(batch(slot)).id();
+        self.held.push((id, slot));
     }
 
     /// Waits for every batch in flight.

@@ -177,7 +177,7 @@ impl Backend for DashboardBackend {
                 let found = events::with_id(&self.services, &who, filter.customer_id.as_deref(), &ce_id)
                     .await
                     .map_err(ui_error)?;
-                Page { data: found, next_cursor: None }
+                Page::of(found, None)
             }
             None => {
                 let query = events::EventQuery {

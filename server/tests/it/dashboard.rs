@@ -518,3 +518,21 @@ async fn the_event_archive_links_each_event_to_its_messages_and_replays_a_window
         "the admin is asked to name the customer"
     );
 }
+
+#[tokio::test]
+async fn a_search_that_stops_at_its_budget_says_how_far_back_it_read() {
+    let app = TestApp::start().await;
+    let (customer, _) = customer_user(&app, "acme", "alice").await;
+    crate::search::rare_under_common(&app, &customer).await;
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    for page in ["/messages?event_type=rare", "/events?type=rare"] {
+        let (status, html, _) = alice.get(page).await;
+        assert_eq!(status, 200, "{html}");
+        assert!(html.contains("searched the ") && html.contains("stopped there"), "{page}: {html}");
+        assert!(html.contains("rel=\"next\""), "the next page searches on: {html}");
+        assert!(!html.contains("No messages match") && !html.contains("No kept event matches"), "{html}");
+    }
+    let (_, html, _) = alice.get("/messages?event_type=common").await;
+    assert!(!html.contains("stopped there"), "a page filled within the budget: {html}");
+}

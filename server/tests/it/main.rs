@@ -5,6 +5,7 @@
 mod common;
 
 mod api;
+mod counts;
 mod dashboard;
 mod delivery;
 mod fuzz_cursor;
@@ -16,4 +17,5 @@ mod recovery;
 mod reliability;
 mod routing;
 mod schema;
+mod search;
 mod traces;

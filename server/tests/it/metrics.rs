@@ -4,7 +4,6 @@
 use app::domain::states::{EndpointState, MessageState};
 use herald::pipeline::gauges;
 use herald::store::messages::Lane;
-use herald::store::messages::count_in_chunks;
 use serde_json::json;
 
 use crate::common::{TestApp, TestReceiver};
@@ -36,7 +35,7 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     app.publish(&key, "e3", "t").await;
     app.advance_secs(5.0);
 
-    let reading = gauges::read(&app.services.pipeline, &app.services.db, true).await.unwrap();
+    let reading = gauges::read(&app.services.pipeline, &app.services.db).await.unwrap();
     let count = |state: MessageState| reading.messages.iter().find(|(s, _)| *s == state).map(|(_, n)| *n);
     assert_eq!(count(MessageState::Pending), Some(2));
     assert_eq!(count(MessageState::Delivering), Some(0));
@@ -50,9 +49,8 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     );
 
     app.advance_secs(60.0);
-    let later = gauges::read(&app.services.pipeline, &app.services.db, false).await.unwrap();
+    let later = gauges::read(&app.services.pipeline, &app.services.db).await.unwrap();
     assert_eq!(later.oldest_due_secs[1], (Lane::Retry, 5.0), "the retry has been due for 5 s");
-    assert!(later.messages.iter().all(|(s, _)| *s != MessageState::Delivered), "every message counted only when asked");
 
     // No test process runs the gauges' timer: this reading is the one published.
     gauges::publish(&reading);
@@ -62,21 +60,4 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     // Deaths are counted when their transaction commits (other tests here count theirs too).
     let dead_after = series(&app, r#"herald_dead_messages_total{reason="non_retryable"}"#).await;
     assert!(dead_after >= dead_before + 1.0, "the 400's death is counted: {dead_before} → {dead_after}");
-}
-
-#[tokio::test]
-async fn every_message_is_counted_a_chunk_at_a_time() {
-    let app = TestApp::start().await;
-    let (_, key) = app.customer("acme").await;
-    let (other, other_key) = app.customer("globex").await;
-    for key in [&key, &other_key] {
-        app.subscribe(key, json!({"name": "s", "url": "https://example.com/hook", "event_types": ["*"]})).await;
-    }
-    assert_eq!(app.publish_batch(&key, 7).await, 202);
-    assert_eq!(app.publish_batch(&other_key, 2).await, 202);
-    let db = &app.services.db;
-    for chunk in [1, 3, 7, 100] {
-        assert_eq!(count_in_chunks(db, None, chunk).await.unwrap(), 9, "every message in chunks of {chunk}");
-        assert_eq!(count_in_chunks(db, Some(&other), chunk).await.unwrap(), 2, "one customer's in chunks of {chunk}");
-    }
 }

@@ -171,16 +171,18 @@ async fn events_stored_earlier_get_their_message_ids() {
     assert_eq!(ids(&db).await, ["msg_a,msg_b", ""]);
 }
 
-/// The overview's figures without the indexes m0008 dropped: messages not
-/// delivered counted by state, the delivered ones as the rest, and attempts
-/// per minute for one customer or for all.
+/// The overview's figures from a history stored before the counts were kept
+/// (m0015 fills them): messages not delivered counted by state, the delivered
+/// ones as the rest, and the last day's attempts per minute for one customer or
+/// for all.
 #[tokio::test]
-async fn the_overview_counts_each_state_and_every_customers_attempts() {
+async fn the_counts_are_filled_from_the_history_already_stored() {
     use herald::store::entities::{attempt, customer};
-    use herald::store::{attempts, customers, messages};
+    use herald::store::{bulk, counts, customers, messages};
 
     let (_test_db, db) = fresh_database().await;
     herald::store::migrate(&db).await.unwrap();
+    down_to(&db, 14).await;
     for id in ["cus_a", "cus_b"] {
         customers::insert(&db, customer::Model { id: id.into(), name: id.into(), created_at: 0 }).await.unwrap();
     }
@@ -193,7 +195,7 @@ async fn the_overview_counts_each_state_and_every_customers_attempts() {
         message("msg_6", "cus_b", "evt_4", "pending"),
         message("msg_7", "cus_b", "evt_5", "pending"),
     ];
-    messages::insert_many(&db, rows).await.unwrap();
+    bulk::insert(&db, &rows).await.unwrap();
     let attempt = |message_id: &str, customer_id: &str, started_at: i64, outcome: &str| attempt::Model {
         message_id: message_id.into(),
         customer_id: customer_id.into(),
@@ -209,35 +211,37 @@ async fn the_overview_counts_each_state_and_every_customers_attempts() {
         response_body: None,
         trace_id: None,
     };
+    let minute = chrono::Utc::now().timestamp_millis() / 60_000 - 10;
     let tried = vec![
-        attempt("msg_1", "cus_a", 120_000, "success"),
-        attempt("msg_2", "cus_a", 130_000, "success"),
-        attempt("msg_3", "cus_a", 125_000, "failure"),
-        attempt("msg_5", "cus_b", 170_000, "success"),
-        attempt("msg_6", "cus_b", 10_000, "failure"),
+        attempt("msg_1", "cus_a", minute * 60_000, "success"),
+        attempt("msg_2", "cus_a", minute * 60_000 + 10_000, "success"),
+        attempt("msg_3", "cus_a", minute * 60_000 + 5_000, "permanent"),
+        attempt("msg_5", "cus_b", (minute + 1) * 60_000, "success"),
+        attempt("msg_6", "cus_b", (minute - 2 * 24 * 60) * 60_000, "retryable"),
     ];
-    attempts::insert_many(&db, tried).await.unwrap();
+    bulk::insert(&db, &tried).await.unwrap();
+    herald::store::migrate(&db).await.unwrap();
 
     let sorted = |mut counts: Vec<(String, i64)>| {
         counts.retain(|(_, n)| *n > 0);
         counts.sort();
         counts
     };
-    let counts = |pairs: &[(&str, i64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
+    let counted = |pairs: &[(&str, i64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
     let a = sorted(messages::count_by_state(&db, Some("cus_a")).await.unwrap());
-    assert_eq!(a, counts(&[("dead", 1), ("delivered", 2), ("pending", 1)]));
+    assert_eq!(a, counted(&[("dead", 1), ("delivered", 2), ("pending", 1)]));
     let all = sorted(messages::count_by_state(&db, None).await.unwrap());
-    assert_eq!(all, counts(&[("dead", 1), ("delivered", 3), ("pending", 3)]));
+    assert_eq!(all, counted(&[("dead", 1), ("delivered", 3), ("pending", 3)]));
 
-    let minutes = |mut rows: Vec<(i64, String, i64)>| {
+    let minutes = |mut rows: Vec<(i64, u64, u64)>| {
         rows.sort();
         rows
     };
-    let a = minutes(attempts::per_minute(&db, Some("cus_a"), 60_000).await.unwrap());
-    assert_eq!(a, [(2, "failure".to_string(), 1), (2, "success".to_string(), 2)]);
-    let all = minutes(attempts::per_minute(&db, None, 60_000).await.unwrap());
-    let expected = [(2, "failure".to_string(), 1), (2, "success".to_string(), 3)];
-    assert_eq!(all, expected, "every customer's attempts since the first minute, none before");
+    let a = minutes(counts::attempts_per_minute(&db, Some("cus_a"), 0).await.unwrap());
+    assert_eq!(a, [(minute, 2, 1)]);
+    let all = minutes(counts::attempts_per_minute(&db, None, minute).await.unwrap());
+    assert_eq!(all, [(minute, 2, 1), (minute + 1, 1, 0)], "every customer's; none from two days ago");
+    assert_eq!(counts::attempts_per_minute(&db, None, minute + 1).await.unwrap(), [(minute + 1, 1, 0)]);
 }
 
 /// The pages retention frees go back to the file system: a SQLite file made

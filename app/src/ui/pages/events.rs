@@ -5,7 +5,9 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::domain::dto::{ArchiveFilter, EventEntry, Page};
-use crate::ui::components::{Frame, NextPage, action_error, choice_select, count_of, load_error, time, urlencode};
+use crate::ui::components::{
+    Frame, NextPage, SearchStopped, action_error, choice_select, count_of, load_error, time, urlencode,
+};
 use crate::ui::server_fns::{ReplayWindow, get_customer_choices, get_events, get_subscription_choices};
 
 fn filter_from_query() -> impl Fn() -> (ArchiveFilter, Option<String>) + Clone + Send + Sync {
@@ -97,7 +99,7 @@ pub fn EventsPage() -> impl IntoView {
 }
 
 fn table(page: Page<EventEntry>, filtered: bool) -> AnyView {
-    if page.data.is_empty() {
+    if page.data.is_empty() && page.searched_back_to.is_none() {
         return if filtered {
             view! { <p class="empty">"No kept event matches. Widen the time range, or "<a href="?">"clear the filters"</a>". Events older than the retention period are no longer kept."</p> }.into_any()
         } else {
@@ -139,6 +141,7 @@ fn table(page: Page<EventEntry>, filtered: bool) -> AnyView {
                 }).collect_view()}
             </tbody>
         </table>
+        <SearchStopped at=page.searched_back_to what="events"/>
         <NextPage next=page.next_cursor/>
     }
     .into_any()

@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
 use crate::domain::states::MessageState;
 use crate::ui::components::{
-    Badge, Frame, NextPage, Notice, action_error, choice_select, load_error, maybe_time, time,
+    Badge, Frame, NextPage, Notice, SearchStopped, action_error, choice_select, load_error, maybe_time, time,
 };
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
@@ -86,7 +86,7 @@ fn no_messages(filtered: bool) -> AnyView {
 }
 
 fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
-    if page.data.is_empty() {
+    if page.data.is_empty() && page.searched_back_to.is_none() {
         return no_messages(filtered);
     }
     let admin = page.data.iter().any(|e| e.customer_name.is_some());
@@ -127,6 +127,7 @@ fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
                 }).collect_view()}
             </tbody>
         </table></div>
+        <SearchStopped at=page.searched_back_to what="messages"/>
         <NextPage next=page.next_cursor/>
     }
     .into_any()

@@ -31,6 +31,8 @@ const LOAD_BATCH: usize = 5_000;
 const DEAD_EVERY: usize = 25;
 const EVENT_TYPES: [&str; 4] = ["order.created", "order.paid", "order.shipped", "invoice.sent"];
 const PASSWORD: &str = "history-password";
+/// A filter no row matches: the most a filter without an index of its own may read.
+const NO_SUCH_TYPE: &str = "order.refunded";
 
 /// One timed request.
 #[derive(Debug, Serialize)]
@@ -98,6 +100,31 @@ async fn measure(opts: &Opts, herald: &Herald, scratch: &Scratch) -> Result<(usi
     let main_customer = customers.iter().find(|c| c.id == main_id).expect("loaded");
     let timings = time_everything(opts, herald, &client, &db, main_customer, &main.token).await?;
     Ok((opts.history, scratch.database_url.split(':').next().unwrap_or("").to_string(), timings))
+}
+
+/// `--preload-history`: the history written into a running herald's database for its one
+/// customer with subscriptions, then (PostgreSQL) vacuumed and analyzed. Returns the seconds taken.
+pub async fn preload(database_url: &str, count: usize) -> Result<f64> {
+    let started = Instant::now();
+    let db = store::connect(database_url, SqliteSynchronous::Normal).await?;
+    let customers = customers(&db).await?;
+    let main = customers.first().map(|c| c.id.clone()).ok_or("no customer has a subscription")?;
+    load(&db, &customers, &main, count).await?;
+    if store::is_postgres(&db) {
+        db.execute_unprepared("VACUUM ANALYZE").await?;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// The retention settings under which `percent` of a history loaded now is past its time,
+/// swept every second.
+pub fn expiring(percent: u8) -> Vec<(&'static str, String)> {
+    let keep_secs = (DAYS * DAY_MS / 1000) * (100 - i64::from(percent)) / 100;
+    vec![
+        ("HERALD_RETENTION_MESSAGES_SECS", keep_secs.max(1).to_string()),
+        ("HERALD_RETENTION_EVENTS_SECS", keep_secs.max(1).to_string()),
+        ("HERALD_RETENTION_SWEEP_SECS", "1".to_string()),
+    ]
 }
 
 /// Every customer with its subscriptions and their endpoints; the first created is the main one.
@@ -199,10 +226,18 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
                 trace_id: None,
             });
         }
+        // Counted as the engine counts them: every message, and the attempts of the last day.
+        let since = (now / 60_000 - store::counts::ATTEMPT_MINUTES_KEPT) * 60_000;
+        let recent = attempts.iter().filter(|a| a.started_at >= since).map(|a| store::counts::Attempted {
+            customer_id: &a.customer_id,
+            started_at: a.started_at,
+            succeeded: a.outcome == "success",
+        });
         let txn = db.begin().await?;
         store::bulk::insert(&txn, &events).await?;
-        store::bulk::insert(&txn, &messages).await?;
+        store::messages::insert_many(&txn, &messages).await?;
         store::bulk::insert(&txn, &attempts).await?;
+        store::counts::add_attempts(&txn, 0, recent).await?;
         txn.commit().await?;
         done += n;
         if done % 100_000 < LOAD_BATCH {
@@ -317,6 +352,7 @@ async fn time_everything(
         ("delivery log, a deep page", format!("/messages?cursor={deep}")),
         ("delivery log by state (dead)", "/messages?state=dead".into()),
         ("delivery log by event type", "/messages?event_type=order.paid".into()),
+        ("delivery log by a type none has", format!("/messages?event_type={NO_SUCH_TYPE}")),
         ("delivery log by subscription", format!("/messages?subscription_id={}", sub.id)),
         ("delivery log by event id", format!("/messages?event_id={}", enc(&ce_id))),
         ("delivery log, a day a week ago", format!("/messages?since={}&until={}", enc(&week_ago), enc(&week_ago_end))),
@@ -324,6 +360,7 @@ async fn time_everything(
         ("dead letters", "/dead-letters".into()),
         ("events", "/events".into()),
         ("events by type", "/events?type=order.paid".into()),
+        ("events by a type none has", format!("/events?type={NO_SUCH_TYPE}")),
         ("events by id", format!("/events?event_id={}", enc(&ce_id))),
         ("endpoints", "/endpoints".into()),
         ("an endpoint", format!("/endpoints/{endpoint}")),
@@ -335,6 +372,8 @@ async fn time_everything(
         ("delivery log", "/messages".into()),
         ("delivery log by customer", format!("/messages?customer_id={c}")),
         ("delivery log by state (dead)", "/messages?state=dead".into()),
+        ("delivery log by event type", "/messages?event_type=order.paid".into()),
+        ("delivery log by a type none has", format!("/messages?event_type={NO_SUCH_TYPE}")),
         ("delivery log, the last day", format!("/messages?since={}", enc(&day_ago))),
         ("dead letters", "/dead-letters".into()),
         ("events", "/events".into()),
@@ -347,6 +386,7 @@ async fn time_everything(
         ("messages, a deep page", format!("/api/v1/messages?cursor={deep}")),
         ("messages by state (dead)", "/api/v1/messages?state=dead".into()),
         ("messages by event type", "/api/v1/messages?event_type=order.paid".into()),
+        ("messages by a type none has", format!("/api/v1/messages?event_type={NO_SUCH_TYPE}")),
         ("messages by subscription", format!("/api/v1/messages?subscription_id={}", sub.id)),
         ("messages by event id", format!("/api/v1/messages?event_id={}", enc(&ce_id))),
         (
@@ -358,6 +398,7 @@ async fn time_everything(
         ("events", "/api/v1/events".into()),
         ("events, a deep page", format!("/api/v1/events?cursor={}", encode_cursor(&middle.event_id))),
         ("events by type", "/api/v1/events?type=order.paid".into()),
+        ("events by a type none has", format!("/api/v1/events?type={NO_SUCH_TYPE}")),
         ("an event by id", format!("/api/v1/events/{}", enc(&ce_id))),
         ("endpoints", "/api/v1/endpoints".into()),
         ("subscriptions", "/api/v1/subscriptions".into()),
@@ -366,8 +407,12 @@ async fn time_everything(
         ("messages of every customer", "/api/v1/messages".to_string()),
         ("messages by customer", format!("/api/v1/messages?customer_id={c}")),
         ("messages by state (dead)", "/api/v1/messages?state=dead".into()),
+        ("messages by event type", "/api/v1/messages?event_type=order.paid".into()),
+        ("messages by a type none has", format!("/api/v1/messages?event_type={NO_SUCH_TYPE}")),
         ("messages, the last day", format!("/api/v1/messages?since={}", enc(&day_ago))),
         ("events by customer", format!("/api/v1/events?customer_id={c}")),
+        ("events by type", "/api/v1/events?type=order.paid".into()),
+        ("events by a type none has", format!("/api/v1/events?type={NO_SUCH_TYPE}")),
         ("endpoints", "/api/v1/endpoints".into()),
         ("audit log", "/api/v1/audit-log".into()),
     ];

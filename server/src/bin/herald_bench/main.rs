@@ -110,6 +110,14 @@ pub struct Opts {
     /// Times each request of the `history` scenario is made.
     #[arg(long, default_value_t = 5)]
     pub history_loads: usize,
+    /// Messages of history (as the `history` scenario loads them) written for the publishing
+    /// customer before the `steady` run: publishing and delivering beside a large history.
+    #[arg(long, default_value_t = 0)]
+    pub preload_history: usize,
+    /// The share (percent) of the preloaded history past its retention when the `steady` run
+    /// starts: herald is restarted to remove it, sweeping every second, during the run.
+    #[arg(long, default_value_t = 0)]
+    pub preload_expired: u8,
 }
 
 fn main() -> std::process::ExitCode {
@@ -146,6 +154,9 @@ fn validate(opts: &Opts) -> std::result::Result<(), String> {
     }
     if opts.events == 0 || opts.concurrency == 0 || opts.subscriptions == 0 || opts.idle_events == 0 {
         return Err("--events, --concurrency, --subscriptions and --idle-events must be at least 1".into());
+    }
+    if opts.preload_expired > 100 {
+        return Err("--preload-expired is a percentage, at most 100".into());
     }
     if opts.batch > 1000 {
         return Err("--batch is at most 1000 (herald's batch limit)".into());

@@ -72,6 +72,11 @@ impl Herald {
 
     /// SIGTERM, then SIGKILL if it has not exited within the deadline.
     pub async fn stop(mut self) {
+        self.terminate().await;
+    }
+
+    /// As [`Herald::stop`], keeping the handle (to be replaced by a new process).
+    pub async fn terminate(&mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status().await;
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await.is_err() {
             eprintln!("herald ignored SIGTERM for 10 s; killing it");

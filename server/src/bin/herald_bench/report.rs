@@ -47,6 +47,11 @@ pub struct Row {
     pub dead_reported: Option<u64>,
     pub dead_reported_twice: Option<u64>,
     pub dead_burst_secs: Option<f64>,
+    /// steady with --preload-history: the messages of history in the database, those retention
+    /// removed during the run (--preload-expired), and at what rate.
+    pub preloaded_history: usize,
+    pub swept_messages: Option<u64>,
+    pub sweep_per_s: Option<f64>,
 }
 
 pub fn name(s: Scenario) -> &'static str {
@@ -113,6 +118,9 @@ pub fn row(
         dead_reported: None,
         dead_reported_twice: None,
         dead_burst_secs: None,
+        preloaded_history: 0,
+        swept_messages: None,
+        sweep_per_s: None,
     }
 }
 
@@ -237,6 +245,13 @@ impl Summary {
                 c.dead_burst_throughput_ratio.unwrap_or(0.0),
                 c.dead_burst_p99_ratio.unwrap_or(0.0),
             );
+        }
+        for r in self.runs.iter().filter(|r| r.preloaded_history > 0) {
+            let swept = match (r.swept_messages, r.sweep_per_s) {
+                (Some(n), Some(rate)) if n > 0 => format!("; retention removed {n} messages meanwhile, {rate:.0}/s"),
+                _ => String::new(),
+            };
+            println!("{}: beside {} messages of history{swept}", r.scenario, r.preloaded_history);
         }
         if let (Some(p50), Some(p99)) = (c.idle_p50_ms, c.idle_p99_ms) {
             println!("idle: publish -> receipt p50 {p50:.2} ms (target <= 1.5), p99 {p99:.2} ms (target <= 5)");

@@ -8,6 +8,7 @@ use axum::body::Bytes;
 
 use crate::api::Api;
 use crate::db::Scratch;
+use crate::history;
 use crate::measure::{self, MAIN_TYPE};
 use crate::process::Herald;
 use crate::publisher::{self, BATCH, SINGLE, Target};
@@ -47,8 +48,8 @@ pub async fn run(scenario: Scenario, opts: &Opts) -> Result<Row> {
     eprintln!("raw limit: {raw_per_s:.0} requests/s");
 
     let env = if matches!(scenario, Scenario::Steady | Scenario::Idle) { Vec::new() } else { breaker_off() };
-    let (herald, scratch) = start_herald(opts, &env).await?;
-    let row = drive(scenario, opts, &client, &receiver, &herald, &singles, raw_per_s).await;
+    let (mut herald, scratch) = start_herald(opts, &env).await?;
+    let row = drive(scenario, opts, &client, &receiver, &mut herald, &scratch, &singles, raw_per_s).await;
     let row = row.map(|mut r| {
         r.breaker = if env.is_empty() { "default" } else { "off" };
         r.database = scratch.database_url.split(':').next().unwrap_or("").to_owned();
@@ -100,22 +101,40 @@ async fn raw_limit(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     scenario: Scenario,
     opts: &Opts,
     client: &reqwest::Client,
     receiver: &Receiver,
-    herald: &Herald,
+    herald: &mut Herald,
+    scratch: &Scratch,
     singles: &Arc<Vec<Bytes>>,
     raw_per_s: f64,
 ) -> Result<Row> {
-    let api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
+    let mut api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
     let dead = if scenario == Scenario::DeadEndpoint { opts.subscriptions / 2 } else { 0 };
     let healthy = if scenario == Scenario::Idle { 1 } else { opts.subscriptions - dead };
     // A path per subscription, so each is an endpoint of its own as with real customers.
     for i in 0..healthy {
         api.subscribe(&receiver.url(&format!("/hook/{i}")), MAIN_TYPE, None).await?;
     }
+    let history = if scenario == Scenario::Steady && opts.preload_history > 0 {
+        let secs = history::preload(&scratch.database_url, opts.preload_history).await?;
+        eprintln!("history: {} messages loaded in {secs:.0} s", opts.preload_history);
+        if opts.preload_expired > 0 {
+            // Started again with a retention that the oldest part of the history has passed.
+            let env = history::expiring(opts.preload_expired);
+            herald.terminate().await;
+            let bin = opts.herald.as_deref().expect("validated in main");
+            *herald = Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald-2.log")).await?;
+            api.base = herald.base.clone();
+        }
+        Some(removed_messages(client, herald).await?)
+    } else {
+        None
+    };
+    let measured_from = Instant::now();
     let started = Instant::now();
     let burst_ns = crate::now_ns();
     let (preloaded, _blackhole) = match scenario {
@@ -178,6 +197,12 @@ async fn drive(
         measure::run(client, &target, bodies, opts.concurrency, receiver, herald, healthy).await?
     };
     let mut row = report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m);
+    if let Some(removed_before) = history {
+        row.preloaded_history = opts.preload_history;
+        let swept = removed_messages(client, herald).await?.saturating_sub(removed_before);
+        row.swept_messages = Some(swept);
+        row.sweep_per_s = Some(swept as f64 / measured_from.elapsed().as_secs_f64());
+    }
     if scenario == Scenario::DeadBurst {
         // Every burst message failed, then reports arrive until all are in or none came for 5 s.
         let failed = &receiver.tallies.fail;
@@ -195,6 +220,14 @@ async fn drive(
         row.dead_burst_secs = seen.values().max().map(|&ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
     }
     Ok(row)
+}
+
+/// The messages herald's retention has removed since it started (`/metrics`).
+async fn removed_messages(client: &reqwest::Client, herald: &Herald) -> Result<u64> {
+    let text = client.get(format!("{}/metrics", herald.base)).send().await?.text().await?;
+    let series = "herald_retention_removed_total{kind=\"messages\"}";
+    Ok(text.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0)
+        as u64)
 }
 
 /// `--retries` messages to the blackhole, all in retry: their first attempts fail fast

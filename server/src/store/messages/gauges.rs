@@ -1,6 +1,7 @@
 //! What the operator's gauges read of the messages (see `pipeline::gauges`).
-//! Each count but one reads an index that holds only what it counts, so its
-//! cost follows the backlog and the dead letters, not the history.
+//! Each count reads an index that holds only what it counts, or the count kept
+//! of every message, so its cost follows the backlog and the dead letters, not
+//! the history.
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Select};
 use sea_orm::{Statement, Value};
@@ -9,16 +10,15 @@ use app::domain::states::MessageState;
 use migrations::{FRESH_LANE, OPEN, RETRY_LANE, UNDELIVERED};
 
 use super::claim::{Among, Lane, lane_due};
-use super::log::{COUNT_CHUNK, count_in_chunks};
+use crate::store::counts;
 use crate::store::entities::message::{Column, Entity as Messages};
 
-/// Open messages (pending, delivering, held) and dead ones by state in one
-/// statement (one snapshot), and with `with_delivered` the delivered ones. The
-/// open ones are exactly the entries of the two lanes' partial indexes; the dead
-/// ones are the log's partial index of undelivered messages, less the open ones;
-/// the delivered ones are every message ([`count_in_chunks`], the one count here
-/// that grows with the history) less the undelivered.
-pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result<Vec<(MessageState, u64)>, DbErr> {
+/// Messages by state. The open ones (pending, delivering, held) and the dead
+/// ones in one statement (one snapshot): the open ones are exactly the entries
+/// of the two lanes' partial indexes; the dead ones are the log's partial index
+/// of undelivered messages, less the open ones. The delivered ones are every
+/// message kept ([`counts::messages_kept`]) less the undelivered.
+pub async fn by_state(db: &impl ConnectionTrait) -> Result<Vec<(MessageState, u64)>, DbErr> {
     let backend = db.get_database_backend();
     let sql = by_state_sql();
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, Vec::<Value>::new())).await?;
@@ -36,10 +36,8 @@ pub async fn by_state(db: &impl ConnectionTrait, with_delivered: bool) -> Result
     }
     let open: u64 = counts.iter().map(|(_, n)| n).sum();
     counts.push((MessageState::Dead, undelivered.saturating_sub(open)));
-    if with_delivered {
-        let all = count_in_chunks(db, None, COUNT_CHUNK).await?;
-        counts.push((MessageState::Delivered, all.saturating_sub(undelivered)));
-    }
+    let all = counts::messages_kept(db, None).await?;
+    counts.push((MessageState::Delivered, all.saturating_sub(undelivered)));
     Ok(counts)
 }
 

@@ -5,11 +5,15 @@ use sea_orm::{ConnectionTrait, DbErr};
 use app::domain::states::{MessageState, SubscriptionStatus};
 
 use crate::ids::new_id;
+use crate::store::counts;
 use crate::store::entities::{event, message, subscription};
 use crate::store::recordset::{self, Type, col, nullable};
 
-pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<message::Model>) -> Result<(), DbErr> {
-    crate::store::bulk::insert(db, &rows).await
+/// Inserts the messages and adds them to their customers' counts (`db` a
+/// transaction, or a count could miss its messages).
+pub async fn insert_many(db: &impl ConnectionTrait, rows: &[message::Model]) -> Result<(), DbErr> {
+    crate::store::bulk::insert(db, rows).await?;
+    counts::change_messages(db, &counts::per_customer(rows.iter().map(|m| m.customer_id.as_str()), 1)).await
 }
 
 /// The columns of a message row, as a batch carries them (see [`super::recordset`]).

@@ -1,15 +1,18 @@
 //! The delivery log's reads: a filtered page of messages, and the counts by state.
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+};
 use sea_orm::{DbBackend, Statement, Value};
 
 use app::domain::states::MessageState;
 use migrations::UNDELIVERED;
 
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
+use crate::store::counts;
 use crate::store::entities::message::{self, Column, Entity as Messages};
-use crate::store::page::PageRequest;
+use crate::store::page::{PageRequest, search_stop};
 /// The delivery log's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
@@ -25,20 +28,10 @@ pub struct MessageFilter {
 
 impl MessageFilter {
     pub(super) fn condition(&self) -> Condition {
-        let mut cond = Condition::all();
-        if let Some(ids) = &self.ids {
-            cond = cond.add(Column::Id.is_in(ids.iter().map(String::as_str)));
-        }
-        if let Some(v) = &self.customer_id {
-            cond = cond.add(Column::CustomerId.eq(v.as_str()));
-        }
-        if let Some(v) = &self.subscription_id {
-            cond = cond.add(Column::SubscriptionId.eq(v.as_str()));
-        }
-        if let Some(v) = self.state {
+        let mut cond = self.indexed();
+        if let Some(v) = self.state.filter(|_| !self.state_indexed()) {
             cond = cond.add(Column::State.eq(v.as_str()));
             if v != MessageState::Delivered {
-                // Said literally, so that both databases read the log by state, which holds only these.
                 cond = cond.add(Expr::cust(UNDELIVERED));
             }
         }
@@ -49,32 +42,76 @@ impl MessageFilter {
             cond = cond.add(Column::CreatedAt.gte(v));
         }
         if let Some(v) = self.until_ms {
-            // The id bound lets the log's indexes, all ordered by id, start at the window's end
-            // rather than walk down to it from the newest message.
-            cond = cond.add(Column::Id.lt(first_id_at("msg", v + ID_AFTER_CREATION_MS))).add(Column::CreatedAt.lt(v));
+            cond = cond.add(Column::CreatedAt.lt(v));
         }
         cond
+    }
+
+    /// What the log's indexes, all ordered by id, answer: the messages named, a
+    /// customer's (by state when undelivered), a subscription's, and the end of a window.
+    fn indexed(&self) -> Condition {
+        let mut cond = Condition::all();
+        if let Some(ids) = &self.ids {
+            cond = cond.add(Column::Id.is_in(ids.iter().map(String::as_str)));
+        }
+        if let Some(v) = &self.customer_id {
+            cond = cond.add(Column::CustomerId.eq(v.as_str()));
+        }
+        if let Some(v) = &self.subscription_id {
+            cond = cond.add(Column::SubscriptionId.eq(v.as_str()));
+        }
+        if let Some(v) = self.state.filter(|_| self.state_indexed()) {
+            // Said literally, so that both databases read the log by state, which holds only these.
+            cond = cond.add(Column::State.eq(v.as_str())).add(Expr::cust(UNDELIVERED));
+        }
+        if let Some(v) = self.until_ms {
+            // The id bound lets the scan start at the window's end rather than walk down to it
+            // from the newest message.
+            cond = cond.add(Column::Id.lt(first_id_at("msg", v + ID_AFTER_CREATION_MS)));
+        }
+        cond
+    }
+
+    /// A customer's messages not delivered have an index by state.
+    fn state_indexed(&self) -> bool {
+        self.customer_id.is_some() && self.state.is_some_and(|s| s != MessageState::Delivered)
+    }
+
+    /// Whether some condition is checked row by row, so that a search must be bounded.
+    fn checks_rows(&self) -> bool {
+        let state = self.state.is_some() && !self.state_indexed();
+        self.ids.is_none() && (state || self.event_type.is_some() || self.since_ms.is_some())
     }
 }
 
 /// Newest first; fetches one row more than the page to know whether another follows.
+/// A filter checked row by row reads at most [`crate::store::page::SCAN_BUDGET`] rows: then the id of the
+/// last one read comes back too (see [`crate::store::page`]).
 pub async fn list(
     db: &impl ConnectionTrait,
     filter: &MessageFilter,
     page: &PageRequest,
-) -> Result<Vec<message::Model>, DbErr> {
-    let mut query = Messages::find().filter(filter.condition()).order_by_desc(Column::Id).limit(page.limit + 1);
-    if let Some(before) = &page.before {
-        query = query.filter(Column::Id.lt(before.clone()));
+) -> Result<(Vec<message::Model>, Option<String>), DbErr> {
+    let before = |query: Select<Messages>| match &page.before {
+        Some(before) => query.filter(Column::Id.lt(before.as_str())),
+        None => query,
+    };
+    let stop = match filter.checks_rows() {
+        true => search_stop(db, before(Messages::find().filter(filter.indexed())), Column::Id).await?,
+        false => None,
+    };
+    let mut query = before(Messages::find().filter(filter.condition())).order_by_desc(Column::Id).limit(page.limit + 1);
+    if let Some(stop) = &stop {
+        query = query.filter(Column::Id.gte(stop.as_str()));
     }
-    query.all(db).await
+    Ok((query.all(db).await?, stop))
 }
 
 /// How many messages are in each state: (state, count). The messages not
 /// delivered by state in one statement, from the log by state that holds only
-/// them; the delivered ones as all the rest, every message of the customer (or
-/// every message) counted [`COUNT_CHUNK`] at a time. A message that moves
-/// between the two reads is counted as it was at one of them.
+/// them; the delivered ones as all the rest of the messages kept (the
+/// customer's count, or every customer's: see [`counts`]). A message that
+/// moves between the two reads is counted as it was at one of them.
 pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
     let backend = db.get_database_backend();
     let parameter = if backend == DbBackend::Postgres { "$1" } else { "?1" };
@@ -89,48 +126,7 @@ pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>
         .map(|row| Ok((row.try_get("", "state")?, row.try_get::<i64>("", "n")?)))
         .collect::<Result<_, DbErr>>()?;
     let undelivered: i64 = counts.iter().map(|(_, n)| n).sum();
-    let all = count_in_chunks(db, customer_id, COUNT_CHUNK).await? as i64;
+    let all = counts::messages_kept(db, customer_id).await? as i64;
     counts.push((MessageState::Delivered.as_str().to_string(), (all - undelivered).max(0)));
     Ok(counts)
-}
-
-/// Messages counted by one statement of [`count_in_chunks`]: a few milliseconds from the cache,
-/// under a hundred read from disk, so that no statement holds a connection (on SQLite the
-/// engine's only one) near the pool's one-second deadline, whatever the size of the history.
-pub const COUNT_CHUNK: u64 = 50_000;
-
-/// Every message, or every message of one customer, counted along an index ordered by id
-/// (the primary key, or the customer's) `chunk` entries per statement. The chunks are read
-/// one after another, not in one snapshot: a message published meanwhile may or may not be
-/// counted, as it would be a moment later.
-pub async fn count_in_chunks(db: &impl ConnectionTrait, customer_id: Option<&str>, chunk: u64) -> Result<u64, DbErr> {
-    let backend = db.get_database_backend();
-    let sql = count_chunk_sql(backend, customer_id.is_some());
-    // Ids are never empty, so every one sorts after "".
-    let (mut total, mut after) = (0u64, String::new());
-    loop {
-        let mut values: Vec<Value> = customer_id.map(Value::from).into_iter().collect();
-        values.extend([Value::from(after.clone()), Value::from(chunk as i64)]);
-        let row = db.query_one_raw(Statement::from_sql_and_values(backend, &sql, values)).await?;
-        let Some(row) = row else { return Ok(total) };
-        let n = row.try_get::<i64>("", "n")?.max(0) as u64;
-        total += n;
-        match row.try_get::<Option<String>>("", "last")? {
-            Some(last) if n == chunk => after = last,
-            _ => return Ok(total),
-        }
-    }
-}
-
-pub(super) fn count_chunk_sql(backend: DbBackend, of_customer: bool) -> String {
-    let [first, second, third] = if backend == DbBackend::Postgres { ["$1", "$2", "$3"] } else { ["?"; 3] };
-    let (customer, after, limit) = if of_customer {
-        (format!("customer_id = {first} AND "), second, third)
-    } else {
-        (String::new(), first, second)
-    };
-    format!(
-        "SELECT count(*) AS n, max(id) AS last FROM \
-         (SELECT id FROM messages WHERE {customer}id > {after} ORDER BY id LIMIT {limit}) AS chunk"
-    )
 }

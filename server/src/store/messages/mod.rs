@@ -14,7 +14,7 @@ mod transitions;
 pub use claim::{Among, Lane, claim};
 pub use dead::dead_reports;
 pub use insert::{COLUMNS, PAUSED, insert_many, message_for, pending_message};
-pub use log::{COUNT_CHUNK, MessageFilter, count_by_state, count_in_chunks, list};
+pub use log::{MessageFilter, count_by_state, list};
 pub use recording::{End, Finish, finish_many, finish_recording, recording_plan};
 pub use transitions::*;
 

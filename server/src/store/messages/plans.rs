@@ -156,22 +156,3 @@ async fn the_gauges_read_only_the_partial_indexes() {
         assert!(!oldest.contains("SCAN messages\n") && !oldest.ends_with("SCAN messages"), "{oldest}");
     }
 }
-
-/// Every message is counted along the primary key's index, a chunk at a time.
-#[tokio::test]
-async fn counting_every_message_reads_the_key_a_chunk_at_a_time() {
-    let chunk = Statement::from_sql_and_values(
-        DbBackend::Sqlite,
-        super::log::count_chunk_sql(DbBackend::Sqlite, false),
-        [sea_orm::Value::from("msg_a"), sea_orm::Value::from(10i64)],
-    );
-    let plan = plan(chunk).await.join("\n");
-    assert!(plan.contains("COVERING INDEX sqlite_autoindex_messages_1 (id>?)"), "{plan}");
-    let of_customer = Statement::from_sql_and_values(
-        DbBackend::Sqlite,
-        super::log::count_chunk_sql(DbBackend::Sqlite, true),
-        [sea_orm::Value::from("cus_a"), sea_orm::Value::from("msg_a"), sea_orm::Value::from(10i64)],
-    );
-    let plan = super::plans::plan(of_customer).await.join("\n");
-    assert!(plan.contains("COVERING INDEX idx_messages_customer (customer_id=? AND id>?)"), "{plan}");
-}

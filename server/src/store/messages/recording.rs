@@ -10,6 +10,7 @@ use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 use app::domain::states::MessageState;
 
 use crate::store::entities::attempt;
+use crate::store::placeholder;
 use crate::store::recordset::{self, Arrays, Type, col, nullable};
 /// The end of one attempt, as the message should record it.
 #[derive(Debug, Clone)]
@@ -206,10 +207,3 @@ pub async fn recording_plan(db: &DatabaseConnection) -> Result<(Vec<String>, boo
 
 /// Attempts per statement: 7 bound values each, well under SQLite's limit.
 const FINISH_CHUNK: usize = 500;
-
-fn placeholder(backend: DbBackend, n: usize) -> String {
-    match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_string(),
-    }
-}

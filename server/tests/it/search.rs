@@ -1,0 +1,98 @@
+//! A filter no index answers (an event type, a source) reads at most a budget of rows per page:
+//! a page that runs out of it before it fills stops short, says how far back it searched, and
+//! its cursor searches on from there.
+
+use herald::store::entities::{event, message};
+use herald::store::page::SCAN_BUDGET;
+use serde_json::Value;
+
+use crate::common::TestApp;
+
+/// One message and one event of type `rare` (source `/rare`) at the bottom of the customer's
+/// history, under more than a page's budget of `common` ones; returns the message's id and the
+/// event's CloudEvent id.
+pub(crate) async fn rare_under_common(app: &TestApp, customer_id: &str) -> (String, String) {
+    let start = app.now_ms() - 86_400_000;
+    let (mut messages, mut events) = (Vec::new(), Vec::new());
+    for i in 0..=SCAN_BUDGET + 10 {
+        let at = start + i as i64;
+        let (event_type, source) = if i == 0 { ("rare", "/rare") } else { ("common", "/common") };
+        let event_id = format!("evt_{}", ulid::Ulid::from_parts(at as u64, 1));
+        events.push(event::Model {
+            id: event_id.clone(),
+            customer_id: customer_id.into(),
+            source: source.into(),
+            ce_id: format!("e{i}"),
+            event_type: event_type.into(),
+            payload: "{}".into(),
+            created_at: at,
+            message_ids: String::new(),
+        });
+        messages.push(message::Model {
+            id: format!("msg_{}", ulid::Ulid::from_parts(at as u64, 1)),
+            customer_id: customer_id.into(),
+            event_id,
+            subscription_id: "sub_1".into(),
+            endpoint_id: "ep_1".into(),
+            event_type: event_type.into(),
+            state: "delivered".into(),
+            dead_reason: None,
+            attempt_count: 1,
+            attempt_base: 0,
+            ttl_started_at: at,
+            expires_at: at + 86_400_000,
+            next_attempt_at: None,
+            lease_token: None,
+            created_at: at,
+            updated_at: at,
+            delivered_at: Some(at),
+            last_status: Some(200),
+            first_failed_at: None,
+        });
+    }
+    let db = &app.services.db;
+    herald::store::bulk::insert(db, &events).await.unwrap();
+    herald::store::messages::insert_many(db, &messages).await.unwrap();
+    (messages[0].id.clone(), events[0].ce_id.clone())
+}
+
+fn ids(page: &Value) -> Vec<&str> {
+    page["data"].as_array().unwrap().iter().map(|row| row["id"].as_str().unwrap()).collect()
+}
+
+/// Asserts the first page of `path` stops short with nothing found, and that its cursor finds `rare`.
+async fn stops_then_finds(app: &TestApp, key: &str, path: &str, rare: &str, stopped_at_ms: i64) {
+    let (status, first) = app.get(path, key).await;
+    assert_eq!(status, 200, "{first}");
+    assert!(ids(&first).is_empty(), "{path}: {first}");
+    let cursor = first["next_cursor"].as_str().unwrap_or_else(|| panic!("{path} continues: {first}"));
+    let searched = first["searched_back_to"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+    assert_eq!(searched.map(|t| t.timestamp_millis()), Some(stopped_at_ms), "{path}: {first}");
+    let (status, next) = app.get(&format!("{path}&cursor={cursor}"), key).await;
+    assert_eq!(status, 200, "{next}");
+    assert_eq!(ids(&next), [rare], "{path}: {next}");
+    assert_eq!((&next["next_cursor"], next.get("searched_back_to")), (&Value::Null, None), "the end: {next}");
+}
+
+#[tokio::test]
+async fn a_search_no_index_answers_stops_at_its_budget_and_its_cursor_goes_on() {
+    let app = TestApp::start().await;
+    let (customer, key) = app.customer("acme").await;
+    let (rare_message, rare_event) = rare_under_common(&app, &customer).await;
+    // The page read the newest SCAN_BUDGET rows: it stopped at the 11th from the bottom.
+    let at = app.now_ms() - 86_400_000 + 11;
+    stops_then_finds(&app, &key, "/api/v1/messages?event_type=rare", &rare_message, at).await;
+    stops_then_finds(&app, &key, "/api/v1/events?type=rare", &rare_event, at).await;
+    stops_then_finds(&app, &key, "/api/v1/events?source=%2Frare", &rare_event, at).await;
+
+    // A filter that fills its page within the budget, or one an index answers, reads no further.
+    for path in
+        ["/api/v1/messages?event_type=common&limit=10", "/api/v1/messages?limit=10", "/api/v1/events?type=common"]
+    {
+        let (status, page) = app.get(path, &key).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page["next_cursor"].is_string() && page.get("searched_back_to").is_none(), "{path}: {page}");
+    }
+    let (_, dead) = app.get("/api/v1/messages?state=dead", &key).await;
+    assert_eq!((ids(&dead).len(), dead.get("searched_back_to")), (0, None), "the log by state is an index: {dead}");
+}
