@@ -3,10 +3,13 @@
 //! ones as every message kept, a count kept with the messages, less the rest),
 //! the endpoints by circuit state and, per lane, the age of the oldest message
 //! due but not yet sent.
-//! The database pool's connections are read from the pool itself.
+//! The database pool's connections are read from the pool itself. The latest
+//! reading's messages by state are kept ([`Latest`]) for the admin's overview,
+//! which would otherwise count every customer's undelivered messages itself.
 //! Each process sharing a database reports the same values, so alerts take
 //! their maximum.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use app::domain::states::{EndpointState, MessageState};
@@ -18,6 +21,27 @@ use crate::store::endpoints;
 use crate::store::messages::{Lane, gauges};
 
 pub const EVERY: Duration = Duration::from_secs(10);
+
+/// Messages by state, as a reading counts them.
+pub type ByState = Vec<(MessageState, u64)>;
+
+/// The latest reading's messages by state, and when it was read (unix milliseconds).
+#[derive(Default)]
+pub struct Latest(Mutex<Option<(i64, ByState)>>);
+
+impl Latest {
+    pub fn set(&self, read_at_ms: i64, messages: ByState) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((read_at_ms, messages));
+    }
+
+    /// The latest messages by state, unless read more than two periods before `now_ms`
+    /// (the timer is not running, or the database was away).
+    pub fn messages(&self, now_ms: i64) -> Option<ByState> {
+        let latest = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = |at: &i64| now_ms - at <= 2 * EVERY.as_millis() as i64;
+        latest.as_ref().filter(|(at, _)| fresh(at)).map(|(_, messages)| messages.clone())
+    }
+}
 
 /// One reading of the gauges.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,7 +109,10 @@ pub async fn run(pipeline: Pipeline, db: DatabaseConnection, mut shutdown: watch
         publish_pool(&pipeline.db);
         if !pipeline.health.is_down() {
             match read(&pipeline, &db).await {
-                Ok(reading) => publish(&reading),
+                Ok(reading) => {
+                    publish(&reading);
+                    pipeline.gauges.set(pipeline.now_ms(), reading.messages);
+                }
                 Err(e) => pipeline.health.failed("reading the gauges", &e),
             }
         }

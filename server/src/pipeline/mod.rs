@@ -87,6 +87,8 @@ pub struct Parts {
     pub process: i32,
     /// Where spans are exported, when `otlp_endpoint` is set.
     pub spans: Option<Arc<Spans>>,
+    /// The gauges' latest messages by state.
+    pub gauges: Arc<gauges::Latest>,
     intake: Intake,
 }
 
@@ -127,7 +129,8 @@ impl Pipeline {
             process,
             spans: spans.clone(),
         });
-        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, intake }))
+        let gauges = Arc::default();
+        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, gauges, intake }))
     }
 
     pub fn now_ms(&self) -> i64 {

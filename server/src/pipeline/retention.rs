@@ -69,6 +69,8 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
         let (messages, attempts) = retention::remove_messages(db, ids, ended_before).await?;
         swept.messages += messages;
         swept.attempts += attempts;
+        removed("messages", messages);
+        removed("attempts", attempts);
         if last_batch {
             break;
         }
@@ -86,7 +88,9 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
             batch.iter().flat_map(|(_, ids)| ids.split(',').filter(|id| !id.is_empty()).map(str::to_string)).collect();
         let needed = retention::needed_events(db, message_ids).await?;
         let removable = batch.iter().map(|(id, _)| id).filter(|id| !needed.contains(*id)).cloned().collect();
-        swept.events += retention::remove_events(db, removable).await?;
+        let events = retention::remove_events(db, removable).await?;
+        swept.events += events;
+        removed("events", events);
         if (batch.len() as u64) < BATCH {
             break;
         }
@@ -100,8 +104,10 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
     if swept != Swept::default() {
         retention::vacuum_unless_autovacuum(db).await?;
     }
-    for (kind, count) in [("messages", swept.messages), ("attempts", swept.attempts), ("events", swept.events)] {
-        metrics::counter!("herald_retention_removed_total", "kind" => kind).increment(count);
-    }
     Ok(swept)
+}
+
+/// Counted batch by batch, so that a long sweep shows its progress.
+fn removed(kind: &'static str, count: u64) {
+    metrics::counter!("herald_retention_removed_total", "kind" => kind).increment(count);
 }

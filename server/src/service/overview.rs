@@ -16,10 +16,18 @@ pub async fn overview(services: &Services, who: &Principal) -> Result<Overview> 
     let customer = who.customer_filter(None);
     let customer = customer.as_deref();
     let now = services.now_ms();
-    let by_state = messages::count_by_state(&services.db, customer).await?;
+    // Every customer's: the gauges' latest reading (at most 20 s old) when the timer runs.
+    let by_state: Vec<(MessageState, u64)> = match customer.is_none().then(|| services.pipeline.gauges.messages(now)) {
+        Some(Some(latest)) => latest,
+        _ => messages::count_by_state(&services.db, customer)
+            .await?
+            .into_iter()
+            .filter_map(|(state, n)| Some((MessageState::parse(&state)?, n.max(0) as u64)))
+            .collect(),
+    };
     let counts = MessageState::ALL
         .iter()
-        .map(|s| (*s, by_state.iter().find(|(name, _)| name == s.as_str()).map_or(0, |(_, n)| *n as u64)))
+        .map(|s| (*s, by_state.iter().find(|(state, _)| state == s).map_or(0, |(_, n)| *n)))
         .collect();
     let this_minute = now / 60_000;
     let since = this_minute - MINUTES + 1;

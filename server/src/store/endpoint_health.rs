@@ -14,7 +14,7 @@ use app::domain::states::{ErrorKind, Outcome};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
 /// The most of the customer's latest attempts one statement reads.
-pub const SCANNED: u64 = 20_000;
+pub const SCANNED: u64 = 10_000;
 
 /// The endpoint's attempts since `since_ms` (unix milliseconds).
 #[derive(Debug, Clone, Copy)]

@@ -7,7 +7,7 @@ use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Select, Statement, TransactionTrait, TryInsertResult,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait, TryInsertResult,
 };
 
 use super::counts::ADD_TO_MESSAGE_COUNT;
@@ -278,19 +278,8 @@ pub async fn list(
     filter: &EventFilter,
     page: &PageRequest,
 ) -> Result<(Vec<event::Model>, Option<String>), DbErr> {
-    let before = |query: Select<Events>| match &page.before {
-        Some(before) => query.filter(Column::Id.lt(before.as_str())),
-        None => query,
-    };
-    let stop = match filter.checks_rows() {
-        true => page::search_stop(db, before(Events::find().filter(filter.indexed())), Column::Id).await?,
-        false => None,
-    };
-    let mut query = before(Events::find().filter(filter.condition())).order_by_desc(Column::Id).limit(page.limit + 1);
-    if let Some(stop) = &stop {
-        query = query.filter(Column::Id.gte(stop.as_str()));
-    }
-    Ok((query.all(db).await?, stop))
+    let range = filter.checks_rows().then(|| Events::find().filter(filter.indexed()));
+    page::newest_first(db, range, Events::find().filter(filter.condition()), Column::Id, page).await
 }
 
 /// Up to `limit` events that match, oldest first, after the event `after`.

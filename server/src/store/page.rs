@@ -4,29 +4,67 @@
 //! A filter that an index cannot answer (an event type, a source, a start
 //! time, a state across customers) is checked row by row along the index of
 //! the rest. So that no page reads without end when few rows match, a page
-//! reads at most [`SCAN_BUDGET`] rows of that index: when they run out before
-//! the page fills, the page ends there, short, with a cursor that continues the
-//! search from the last row read and the time it reached.
+//! reads at most [`SCAN_BUDGET`] rows of that index ([`newest_first`]): when they run
+//! out before the page fills, the page ends there, short, with a cursor that
+//! continues the search from the last row read and the time it reached.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, QueryOrder, QuerySelect, Select};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
 pub const DEFAULT_LIMIT: u64 = 50;
 pub const MAX_LIMIT: u64 = 1000;
 
 /// Rows a page whose filter is checked row by row reads at most: tens of milliseconds.
 pub const SCAN_BUDGET: u64 = 20_000;
+/// The rows read first, enough for a page of a filter that most rows match; the rest of the
+/// budget is read only when they do not fill the page.
+const FIRST_READ: u64 = 1_000;
 
-/// The last row a page may read, when more than [`SCAN_BUDGET`] rows lie ahead of it
-/// along `range` (a query on the entity, filtered by what its index answers and by the
-/// cursor): the search reads ids from the cursor down to this one, included.
-pub async fn search_stop<E: EntityTrait>(
+/// A page of `filtered` (the whole filter), newest first, one row more than `page.limit` when
+/// another follows. With a `range` (the same rows as far as an index answers the filter, when
+/// the rest is checked row by row), it reads at most [`SCAN_BUDGET`] rows along it; when the
+/// budget ran out first, the id of the last row read comes back too: the next page continues
+/// below it.
+pub async fn newest_first<E: EntityTrait>(
     db: &impl ConnectionTrait,
-    range: Select<E>,
+    range: Option<Select<E>>,
+    filtered: Select<E>,
     id: E::Column,
-) -> Result<Option<String>, DbErr> {
-    range.select_only().column(id).order_by_desc(id).offset(SCAN_BUDGET - 1).limit(1).into_tuple().one(db).await
+    page: &PageRequest,
+) -> Result<(Vec<E::Model>, Option<String>), DbErr> {
+    let below = |query: Select<E>, id_below: Option<&str>| match id_below {
+        Some(before) => query.filter(id.lt(before)),
+        None => query,
+    };
+    let Some(range) = range else {
+        let query = below(filtered, page.before.as_deref()).order_by_desc(id).limit(page.limit + 1);
+        return Ok((query.all(db).await?, None));
+    };
+    let mut rows = Vec::new();
+    let mut upper = page.before.clone();
+    for read in [FIRST_READ, SCAN_BUDGET] {
+        // The last row this read may reach, counted from the cursor.
+        let stop: Option<String> = below(range.clone(), page.before.as_deref())
+            .select_only()
+            .column(id)
+            .order_by_desc(id)
+            .offset(read - 1)
+            .limit(1)
+            .into_tuple()
+            .one(db)
+            .await?;
+        let mut query = below(filtered.clone(), upper.as_deref()).order_by_desc(id);
+        if let Some(stop) = &stop {
+            query = query.filter(id.gte(stop.as_str()));
+        }
+        rows.extend(query.limit(page.limit + 1 - rows.len() as u64).all(db).await?);
+        if rows.len() as u64 > page.limit || stop.is_none() {
+            return Ok((rows, None));
+        }
+        upper = stop;
+    }
+    Ok((rows, upper))
 }
 
 /// Splits a fetch of `limit + 1` rows into the page, the next cursor and, when the search

@@ -61,3 +61,23 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
     let dead_after = series(&app, r#"herald_dead_messages_total{reason="non_retryable"}"#).await;
     assert!(dead_after >= dead_before + 1.0, "the 400's death is counted: {dead_before} → {dead_after}");
 }
+
+#[tokio::test]
+async fn the_admins_overview_reads_the_gauges_latest_counts_while_they_are_fresh() {
+    use app::domain::dto::Overview;
+    use herald::service::{Principal, overview::overview};
+    let app = TestApp::start().await;
+    let (customer_id, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "s", "url": "https://example.com/hook", "event_types": ["*"]})).await;
+    app.publish(&key, "e1", "t").await;
+    let pending = |o: Overview| o.counts.iter().find(|(s, _)| *s == MessageState::Pending).map(|(_, n)| *n);
+    let admin = Principal::Admin { actor: "admin".into() };
+    let customer = Principal::Customer { customer_id, actor: "acme".into() };
+    assert_eq!(pending(overview(&app.services, &admin).await.unwrap()), Some(1), "no reading yet: the table");
+
+    app.services.pipeline.gauges.set(app.now_ms(), vec![(MessageState::Pending, 7)]);
+    assert_eq!(pending(overview(&app.services, &admin).await.unwrap()), Some(7), "the gauges' latest reading");
+    assert_eq!(pending(overview(&app.services, &customer).await.unwrap()), Some(1), "a customer's own counts");
+    app.advance_secs(21.0);
+    assert_eq!(pending(overview(&app.services, &admin).await.unwrap()), Some(1), "a stale reading is not used");
+}

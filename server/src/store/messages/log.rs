@@ -1,9 +1,7 @@
 //! The delivery log's reads: a filtered page of messages, and the counts by state.
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
-};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use sea_orm::{DbBackend, Statement, Value};
 
 use app::domain::states::MessageState;
@@ -12,7 +10,7 @@ use migrations::UNDELIVERED;
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
 use crate::store::counts;
 use crate::store::entities::message::{self, Column, Entity as Messages};
-use crate::store::page::{PageRequest, search_stop};
+use crate::store::page::{self, PageRequest};
 /// The delivery log's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
@@ -92,19 +90,8 @@ pub async fn list(
     filter: &MessageFilter,
     page: &PageRequest,
 ) -> Result<(Vec<message::Model>, Option<String>), DbErr> {
-    let before = |query: Select<Messages>| match &page.before {
-        Some(before) => query.filter(Column::Id.lt(before.as_str())),
-        None => query,
-    };
-    let stop = match filter.checks_rows() {
-        true => search_stop(db, before(Messages::find().filter(filter.indexed())), Column::Id).await?,
-        false => None,
-    };
-    let mut query = before(Messages::find().filter(filter.condition())).order_by_desc(Column::Id).limit(page.limit + 1);
-    if let Some(stop) = &stop {
-        query = query.filter(Column::Id.gte(stop.as_str()));
-    }
-    Ok((query.all(db).await?, stop))
+    let range = filter.checks_rows().then(|| Messages::find().filter(filter.indexed()));
+    page::newest_first(db, range, Messages::find().filter(filter.condition()), Column::Id, page).await
 }
 
 /// How many messages are in each state: (state, count). The messages not
