@@ -14,7 +14,7 @@ use tokio::sync::Semaphore;
 
 use super::Pipeline;
 use super::decide::{decide, unrenderable};
-use super::handoff::Place;
+use super::handoff::StartPermit;
 use super::job::Job;
 use super::operational::{Announced, report_dead};
 use super::recorder::{AttemptRecord, Recorder};
@@ -69,7 +69,7 @@ impl Deliverer {
     /// Sends one message and records the attempt. The endpoint's slot and the
     /// lane's worker are freed as soon as the receiver has answered, so that
     /// the next message does not wait for this one's record to be committed.
-    pub async fn deliver(&self, job: Job, place: Place) {
+    pub async fn deliver(&self, job: Job, permit: StartPermit) {
         let Job { message, subscription, event, endpoint } = job;
         let msg = &message;
         let (Some(sub), Some(event)) = (&subscription, &event) else {
@@ -116,7 +116,7 @@ impl Deliverer {
                     (String::from("{}"), Received::failed(ErrorKind::Other, UNRENDERABLE), false)
                 }
             };
-        let worker = place.free_slot(&self.pipeline.wake);
+        let worker = permit.free_slot(&self.pipeline.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
         // this attempt waits for its group commit, once it has a place among the
         // attempts sent and not yet recorded (which bounds what a crash repeats).

@@ -16,14 +16,14 @@ use super::Wakeup;
 use super::endpoint_slots::{EndpointSlots, Slot};
 use super::job::Job;
 
-/// A reserved place in the fresh lane: one of its workers and one of the
-/// endpoint's slots. Dropping it frees both.
-pub struct Place {
-    pub(super) permit: OwnedSemaphorePermit,
+/// What an attempt needs to start in the fresh lane: one of its workers and one
+/// of the endpoint's concurrency slots. Dropping it frees both.
+pub struct StartPermit {
+    pub(super) worker: OwnedSemaphorePermit,
     pub(super) slot: Slot,
 }
 
-impl Place {
+impl StartPermit {
     /// Frees the endpoint's slot, and wakes the lanes when the endpoint was
     /// full, as messages may be waiting for it. Returns the lane's worker, which
     /// the attempt gives back once it has a place among the unrecorded ones.
@@ -31,42 +31,46 @@ impl Place {
         if self.slot.release() {
             wake.room();
         }
-        self.permit
+        self.worker
     }
 }
 
-/// A committed, leased message with its place, ready to be sent.
+/// A committed, leased message with its start permit, ready to be sent.
 pub struct Ready {
     pub job: Job,
-    pub place: Place,
+    pub permit: StartPermit,
 }
 
 /// A place in the lane's queue, and one of its endpoint's there, held by a
 /// handed-over message until it starts or goes back to the database.
-pub struct Spot {
+pub struct QueuePermit {
     _queue: OwnedSemaphorePermit,
     _endpoint: Slot,
 }
 
 /// What the publish reserved for a message before storing it leased.
-pub enum Reserved {
+pub enum Reservation {
     /// A worker and a slot at the endpoint: it starts at once.
-    Place(Place),
+    Start(StartPermit),
     /// The endpoint is busy: it waits in the lane's queue.
-    Spot(Spot),
+    Queue(QueuePermit),
 }
 
 /// A committed, leased message handed to the lane.
-pub enum Handed {
+pub enum Dispatch {
     Start(Ready),
-    Wait(Job, Spot),
+    Queue(Job, QueuePermit),
 }
 
 /// One of the lane's `permits` and one of the endpoint's slots, or nothing.
-pub(super) fn take_place(permits: &Arc<Semaphore>, slots: &EndpointSlots, endpoint_id: &str) -> Option<Place> {
+pub(super) fn take_start_permit(
+    permits: &Arc<Semaphore>,
+    slots: &EndpointSlots,
+    endpoint_id: &str,
+) -> Option<StartPermit> {
     let permit = permits.clone().try_acquire_owned().ok()?;
     let slot = slots.try_take(endpoint_id)?;
-    Some(Place { permit, slot })
+    Some(StartPermit { worker: permit, slot })
 }
 
 struct Link {
@@ -74,7 +78,7 @@ struct Link {
     slots: EndpointSlots,
     queue: Arc<Semaphore>,
     queued: EndpointSlots,
-    handed: mpsc::UnboundedSender<Handed>,
+    handed: mpsc::UnboundedSender<Dispatch>,
 }
 
 /// The door between publishing and the fresh lane; closed while no lane runs
@@ -95,7 +99,7 @@ impl Handoff {
         slots: EndpointSlots,
         queue: usize,
         per_endpoint: usize,
-    ) -> mpsc::UnboundedReceiver<Handed> {
+    ) -> mpsc::UnboundedReceiver<Dispatch> {
         let (handed, incoming) = mpsc::unbounded_channel();
         let queue = Arc::new(Semaphore::new(queue));
         let queued = EndpointSlots::new(per_endpoint);
@@ -112,27 +116,27 @@ impl Handoff {
     }
 
     /// Room for one message to `endpoint_id`, when the lane runs and has any.
-    pub fn reserve(&self, endpoint_id: &str) -> Option<Reserved> {
+    pub fn reserve(&self, endpoint_id: &str) -> Option<Reservation> {
         let guard = self.link.lock().expect("handoff lock");
         let link = guard.as_ref()?;
-        if let Some(place) = take_place(&link.permits, &link.slots, endpoint_id) {
-            return Some(Reserved::Place(place));
+        if let Some(permit) = take_start_permit(&link.permits, &link.slots, endpoint_id) {
+            return Some(Reservation::Start(permit));
         }
         let endpoint = link.queued.try_take(endpoint_id)?;
         let queue = link.queue.clone().try_acquire_owned().ok()?;
-        Some(Reserved::Spot(Spot { _queue: queue, _endpoint: endpoint }))
+        Some(Reservation::Queue(QueuePermit { _queue: queue, _endpoint: endpoint }))
     }
 
     /// Passes a batch's committed messages to the lane. If the lane has stopped
     /// meanwhile, they stay leased and are retried when their lease ends.
-    pub fn hand(&self, handed: Vec<Handed>) {
+    pub fn hand(&self, handed: Vec<Dispatch>) {
         let guard = self.link.lock().expect("handoff lock");
         let Some(link) = guard.as_ref() else { return };
         for one in handed {
             if let Err(lost) = link.handed.send(one) {
                 let message_id = match &lost.0 {
-                    Handed::Start(ready) => &ready.job.message.id,
-                    Handed::Wait(job, _) => &job.message.id,
+                    Dispatch::Start(ready) => &ready.job.message.id,
+                    Dispatch::Queue(job, _) => &job.message.id,
                 };
                 tracing::warn!(%message_id, "the fresh lane stopped; the message is retried after its lease");
             }
@@ -150,9 +154,9 @@ mod tests {
         assert!(handoff.reserve("ep_a").is_none(), "no lane runs: nothing is handed over");
         let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointSlots::new(1), 3, 2);
         let first = handoff.reserve("ep_a");
-        assert!(matches!(first, Some(Reserved::Place(_))), "a worker and ep_a's one slot are free");
+        assert!(matches!(first, Some(Reservation::Start(_))), "a worker and ep_a's one slot are free");
         let queued = handoff.reserve("ep_a");
-        assert!(matches!(queued, Some(Reserved::Spot(_))), "ep_a is busy: the message waits in the lane");
+        assert!(matches!(queued, Some(Reservation::Queue(_))), "ep_a is busy: the message waits in the lane");
         let _second = handoff.reserve("ep_a");
         assert!(
             handoff.reserve("ep_a").is_none(),
@@ -160,13 +164,16 @@ mod tests {
         );
         let _b = handoff.reserve("ep_b");
         let b_queued = handoff.reserve("ep_b");
-        assert!(matches!(b_queued, Some(Reserved::Spot(_))), "ep_b queues in what is left");
+        assert!(matches!(b_queued, Some(Reservation::Queue(_))), "ep_b queues in what is left");
         assert!(handoff.reserve("ep_b").is_none(), "the lane's queue is full");
-        assert!(matches!(handoff.reserve("ep_c"), Some(Reserved::Place(_))), "an idle endpoint still starts at once");
+        assert!(
+            matches!(handoff.reserve("ep_c"), Some(Reservation::Start(_))),
+            "an idle endpoint still starts at once"
+        );
         drop(queued);
         assert!(
-            matches!(handoff.reserve("ep_a"), Some(Reserved::Spot(_))),
-            "a spot frees when its message leaves the queue"
+            matches!(handoff.reserve("ep_a"), Some(Reservation::Queue(_))),
+            "a queue permit frees when its message leaves the queue"
         );
         handoff.close();
         assert!(handoff.reserve("ep_b").is_none());

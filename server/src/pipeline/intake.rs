@@ -19,7 +19,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::PublishError;
-use super::handoff::{Handed, Handoff, Ready, Reserved};
+use super::handoff::{Dispatch, Handoff, Ready, Reservation};
 use super::job::Job;
 use super::routes::{Route, Routes, Target, routed_by};
 use super::spans::Spans;
@@ -157,7 +157,7 @@ struct Written {
     /// earlier event failed (the batch itself is stored).
     answers: Vec<Result<PublishResult>>,
     /// Messages stored leased, to hand to the fresh lane after the commit.
-    handed: Vec<Handed>,
+    handed: Vec<Dispatch>,
     /// The endpoints of messages stored pending, for the fresh lane to claim.
     pending: Vec<String>,
     /// Whether places reserved for repeated events were given back.
@@ -248,7 +248,7 @@ async fn write_routed(
     let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
     // The lane's places, reserved before the write: the messages that got one are stored leased.
     let token = processes::lease_token(parts.process);
-    let reserved: Vec<Option<Reserved>> = new_messages
+    let reserved: Vec<Option<Reservation>> = new_messages
         .iter_mut()
         .zip(&targets)
         .map(|(msg, (_, target))| {
@@ -269,7 +269,7 @@ async fn write_routed(
     // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
     // to the lane until their lease ends. Each leased message moves into its job; a repeated
     // event's messages were not stored, and their places are given back.
-    let mut handed: Vec<Handed> = Vec::with_capacity(reserved.len());
+    let mut handed: Vec<Dispatch> = Vec::with_capacity(reserved.len());
     let mut pending: Vec<String> = Vec::new();
     let mut dropped_reservations = false;
     for ((msg, (i, target)), reservation) in new_messages.into_iter().zip(targets).zip(reserved) {
@@ -337,7 +337,7 @@ fn lease(
     msg: &mut message::Model,
     now: i64,
     token: i64,
-) -> Option<Reserved> {
+) -> Option<Reservation> {
     let reserved = parts.handoff.reserve(&endpoint.id)?;
     msg.state = MessageState::Delivering.as_str().into();
     msg.next_attempt_at = Some(now + parts.lease_ms);
@@ -346,7 +346,7 @@ fn lease(
 }
 
 /// The stored, leased message with what its attempt needs, in the place reserved for it.
-fn hand_over(reserved: Reserved, message: message::Model, target: &Target, row: &Arc<event::Model>) -> Handed {
+fn hand_over(reserved: Reservation, message: message::Model, target: &Target, row: &Arc<event::Model>) -> Dispatch {
     let job = Job {
         message,
         subscription: Some(Arc::clone(&target.subscription)),
@@ -354,8 +354,8 @@ fn hand_over(reserved: Reserved, message: message::Model, target: &Target, row: 
         endpoint: target.endpoint.clone(),
     };
     match reserved {
-        Reserved::Place(place) => Handed::Start(Ready { job, place }),
-        Reserved::Spot(spot) => Handed::Wait(job, spot),
+        Reservation::Start(permit) => Dispatch::Start(Ready { job, permit }),
+        Reservation::Queue(queued) => Dispatch::Queue(job, queued),
     }
 }
 

@@ -423,7 +423,7 @@ async fn concurrent_publishes_each_get_their_own_answer() {
 #[tokio::test]
 async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
     use herald::pipeline::endpoint_slots::EndpointSlots;
-    use herald::pipeline::handoff::Handed;
+    use herald::pipeline::handoff::Dispatch;
     use std::sync::Arc;
 
     let app = TestApp::start().await;
@@ -436,8 +436,8 @@ async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
     let (mut started, mut waiting) = (Vec::new(), Vec::new());
     while let Ok(handed) = lane.try_recv() {
         match handed {
-            Handed::Start(ready) => started.push(ready.job.message.id),
-            Handed::Wait(job, _) => waiting.push(job.message.id),
+            Dispatch::Start(ready) => started.push(ready.job.message.id),
+            Dispatch::Queue(job, _) => waiting.push(job.message.id),
         }
     }
     assert_eq!((started.len(), waiting.len()), (1, 2), "one starts, two wait for the endpoint");

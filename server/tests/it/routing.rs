@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::TestApp;
 use herald::pipeline::endpoint_slots::EndpointSlots;
-use herald::pipeline::handoff::Handed;
+use herald::pipeline::handoff::Dispatch;
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 
@@ -41,7 +41,7 @@ async fn an_endpoint_disabled_outside_the_publish_is_not_handed_messages() {
     let mut lane =
         app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(10), 10, 10);
     let first = app.publish(&key, "e1", "t").await;
-    assert!(matches!(lane.try_recv(), Ok(Handed::Start(_))), "a closed endpoint's message starts at once");
+    assert!(matches!(lane.try_recv(), Ok(Dispatch::Start(_))), "a closed endpoint's message starts at once");
     assert_eq!(app.message(&key, first["message_ids"][0].as_str().unwrap()).await["state"], "delivering");
 
     // Another process's recorder opens the circuit.
@@ -55,5 +55,5 @@ async fn an_endpoint_disabled_outside_the_publish_is_not_handed_messages() {
     // Closed again: messages are handed over again.
     app.services.db.execute_unprepared("UPDATE endpoints SET state = 'closed', next_probe_at = NULL").await.unwrap();
     app.publish(&key, "e3", "t").await;
-    assert!(matches!(lane.try_recv(), Ok(Handed::Start(_))), "the closed endpoint is handed messages again");
+    assert!(matches!(lane.try_recv(), Ok(Dispatch::Start(_))), "the closed endpoint is handed messages again");
 }

@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 
 use super::deliver::Deliverer;
 use super::endpoint_slots::EndpointSlots;
-use super::handoff::{Handed, Place, Ready, take_place};
+use super::handoff::{Dispatch, Ready, StartPermit, take_start_permit};
 use super::job::Job;
 use super::operational::report_dead;
 use super::{Pipeline, lease_ms, wakeup};
@@ -81,7 +81,7 @@ impl Lanes {
             while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
                 self.receive(one, &mut in_flight, &mut waiting);
             }
-            for ready in waiting.start(|endpoint_id| take_place(&permits, &self.slots, endpoint_id)) {
+            for ready in waiting.start(|endpoint_id| take_start_permit(&permits, &self.slots, endpoint_id)) {
                 self.start(&mut in_flight, ready);
             }
             if lane == Lane::Fresh {
@@ -160,16 +160,16 @@ impl Lanes {
     }
 
     /// A message from the publish: it starts now, or waits for its endpoint.
-    fn receive(&self, handed: Handed, in_flight: &mut JoinSet<()>, waiting: &mut Waiting) {
+    fn receive(&self, handed: Dispatch, in_flight: &mut JoinSet<()>, waiting: &mut Waiting) {
         match handed {
-            Handed::Start(ready) => self.start(in_flight, ready),
-            Handed::Wait(job, spot) => waiting.push_handed(job, self.pipeline.now_ms(), spot),
+            Dispatch::Start(ready) => self.start(in_flight, ready),
+            Dispatch::Queue(job, queued) => waiting.push_handed(job, self.pipeline.now_ms(), queued),
         }
     }
 
     fn start(&self, in_flight: &mut JoinSet<()>, ready: Ready) {
         let deliverer = self.deliverer.clone();
-        in_flight.spawn(async move { deliverer.deliver(ready.job, ready.place).await });
+        in_flight.spawn(async move { deliverer.deliver(ready.job, ready.permit).await });
     }
 
     /// How long a lane whose claim at `claimed_at` came back short may sleep:
@@ -217,7 +217,7 @@ impl Lanes {
         let permits = Arc::new(Semaphore::new(admitted.len()));
         futures::future::join_all(admitted.into_iter().map(|(job, slot)| {
             let permit = permits.clone().try_acquire_owned().expect("one permit per admitted job");
-            self.deliverer.deliver(job, Place { permit, slot })
+            self.deliverer.deliver(job, StartPermit { worker: permit, slot })
         }))
         .await;
         Ok(count)
@@ -300,7 +300,7 @@ impl Lanes {
 }
 
 /// The next message handed to the fresh lane; never, for the retry lane.
-async fn next_handed(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Handed>>) -> Option<Handed> {
+async fn next_handed(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Dispatch>>) -> Option<Dispatch> {
     match handed {
         Some(incoming) => incoming.recv().await,
         None => std::future::pending().await,

@@ -8,15 +8,15 @@ use std::collections::VecDeque;
 
 use foldhash::HashMap;
 
-use crate::pipeline::handoff::{Place, Ready, Spot};
+use crate::pipeline::handoff::{QueuePermit, Ready, StartPermit};
 use crate::pipeline::job::Job;
 
 /// How long a message may wait for its endpoint before it goes back
 /// to the database (well inside its lease).
 pub const MAX_WAIT_MS: i64 = 10_000;
 
-/// A waiting message, since when, and its spot in the lane's queue when it was handed over.
-type Entry = (Job, i64, Option<Spot>);
+/// A waiting message, since when, and its permit in the lane's queue when it was handed over.
+type Entry = (Job, i64, Option<QueuePermit>);
 
 #[derive(Default)]
 pub struct Waiting {
@@ -39,9 +39,9 @@ impl Waiting {
         self.push_entry((job, now_ms, None));
     }
 
-    /// A handed-over message, holding its spot in the lane's queue until it leaves.
-    pub fn push_handed(&mut self, job: Job, now_ms: i64, spot: Spot) {
-        self.push_entry((job, now_ms, Some(spot)));
+    /// A handed-over message, holding its permit in the lane's queue until it leaves.
+    pub fn push_handed(&mut self, job: Job, now_ms: i64, queued: QueuePermit) {
+        self.push_entry((job, now_ms, Some(queued)));
     }
 
     fn push_entry(&mut self, entry: Entry) {
@@ -60,14 +60,14 @@ impl Waiting {
         self.queues.iter().filter(|(_, q)| q.len() >= round).map(|(id, _)| id.clone()).collect()
     }
 
-    /// The messages that can start now: for each endpoint, as many as `place` grants.
-    pub fn start(&mut self, mut place: impl FnMut(&str) -> Option<Place>) -> Vec<Ready> {
+    /// The messages that can start now: for each endpoint, as many as `permit` grants.
+    pub fn start(&mut self, mut permit: impl FnMut(&str) -> Option<StartPermit>) -> Vec<Ready> {
         let mut ready = Vec::new();
         for (endpoint_id, queue) in self.queues.iter_mut() {
             while !queue.is_empty() {
-                let Some(place) = place(endpoint_id) else { break };
-                let (job, _, _spot) = queue.pop_front().expect("the queue is not empty");
-                ready.push(Ready { job, place });
+                let Some(permit) = permit(endpoint_id) else { break };
+                let (job, _, _queued) = queue.pop_front().expect("the queue is not empty");
+                ready.push(Ready { job, permit });
             }
         }
         self.total -= ready.len();
@@ -97,7 +97,7 @@ mod tests {
 
     use super::*;
     use crate::pipeline::endpoint_slots::EndpointSlots;
-    use crate::pipeline::handoff::take_place;
+    use crate::pipeline::handoff::take_start_permit;
     use crate::store::entities::message;
 
     fn job(id: &str, endpoint_id: &str) -> Job {
@@ -121,14 +121,14 @@ mod tests {
         assert_eq!(waiting.crowded(3), vec!["ep_a".to_string()]);
         assert_eq!(waiting.uncrowded(3), 1, "only ep_b's message counts against the next claim");
 
-        let mut first = waiting.start(|ep| take_place(&permits, &slots, ep));
+        let mut first = waiting.start(|ep| take_start_permit(&permits, &slots, ep));
         first.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
         assert_eq!(ids(&first), ["a1", "a2", "b1"], "ep_a has two slots");
         assert_eq!(waiting.len(), 1);
-        assert!(waiting.start(|ep| take_place(&permits, &slots, ep)).is_empty(), "ep_a is full");
+        assert!(waiting.start(|ep| take_start_permit(&permits, &slots, ep)).is_empty(), "ep_a is full");
 
         drop(first.remove(0));
-        assert_eq!(ids(&waiting.start(|ep| take_place(&permits, &slots, ep))), ["a3"]);
+        assert_eq!(ids(&waiting.start(|ep| take_start_permit(&permits, &slots, ep))), ["a3"]);
         assert_eq!(waiting.len(), 0);
     }
 
@@ -139,7 +139,7 @@ mod tests {
         let mut waiting = Waiting::default();
         waiting.push(job("a1", "ep_a"), 0);
         waiting.push(job("a2", "ep_a"), 0);
-        let started = waiting.start(|ep| take_place(&permits, &slots, ep));
+        let started = waiting.start(|ep| take_start_permit(&permits, &slots, ep));
         assert_eq!(ids(&started), ["a1"]);
         assert_eq!(waiting.len(), 1);
     }
