@@ -42,8 +42,7 @@ pub fn id_bits(id: &str) -> Option<[u8; 16]> {
 
 /// When an id was made (unix milliseconds): its ULID's first 48 bits.
 pub fn made_at(id: &str) -> Option<i64> {
-    let (_, ulid) = id.split_once('_')?;
-    ulid::Ulid::from_string(ulid).ok().map(|u| u.timestamp_ms() as i64)
+    id_bits(id).map(|bits| ulid::Ulid::from_bytes(bits).timestamp_ms() as i64)
 }
 
 pub fn random_bytes<const N: usize>() -> [u8; N] {

@@ -177,6 +177,7 @@ async fn events_stored_earlier_get_their_message_ids() {
 /// for all.
 #[tokio::test]
 async fn the_counts_are_filled_from_the_history_already_stored() {
+    use app::domain::states::MessageState;
     use herald::store::entities::{attempt, customer};
     use herald::store::{bulk, counts, customers, messages};
 
@@ -222,12 +223,13 @@ async fn the_counts_are_filled_from_the_history_already_stored() {
     bulk::insert(&db, &tried).await.unwrap();
     herald::store::migrate(&db).await.unwrap();
 
-    let sorted = |mut counts: Vec<(String, i64)>| {
-        counts.retain(|(_, n)| *n > 0);
+    let sorted = |counts: Vec<(MessageState, u64)>| {
+        let mut counts: Vec<(String, u64)> =
+            counts.into_iter().filter(|(_, n)| *n > 0).map(|(s, n)| (s.as_str().to_string(), n)).collect();
         counts.sort();
         counts
     };
-    let counted = |pairs: &[(&str, i64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
+    let counted = |pairs: &[(&str, u64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
     let a = sorted(messages::count_by_state(&db, Some("cus_a")).await.unwrap());
     assert_eq!(a, counted(&[("dead", 1), ("delivered", 2), ("pending", 1)]));
     let all = sorted(messages::count_by_state(&db, None).await.unwrap());

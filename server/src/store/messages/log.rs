@@ -2,15 +2,15 @@
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
-use sea_orm::{DbBackend, Statement, Value};
+use sea_orm::{Statement, Value};
 
 use app::domain::states::MessageState;
 use migrations::UNDELIVERED;
 
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
-use crate::store::counts;
 use crate::store::entities::message::{self, Column, Entity as Messages};
 use crate::store::page::{self, PageRequest};
+use crate::store::{counts, placeholder};
 /// The delivery log's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
@@ -99,21 +99,26 @@ pub async fn list(
 /// them; the delivered ones as all the rest of the messages kept (the
 /// customer's count, or every customer's: see [`counts`]). A message that
 /// moves between the two reads is counted as it was at one of them.
-pub async fn count_by_state(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<(String, i64)>, DbErr> {
+pub async fn count_by_state(
+    db: &impl ConnectionTrait,
+    customer_id: Option<&str>,
+) -> Result<Vec<(MessageState, u64)>, DbErr> {
     let backend = db.get_database_backend();
-    let parameter = if backend == DbBackend::Postgres { "$1" } else { "?1" };
     let (of_customer, values) = match customer_id {
-        Some(id) => (format!("customer_id = {parameter}"), vec![Value::from(id)]),
+        Some(id) => (format!("customer_id = {}", placeholder(backend, 1)), vec![Value::from(id)]),
         None => ("TRUE".to_string(), Vec::new()),
     };
     let sql = format!("SELECT state, count(*) AS n FROM messages WHERE {UNDELIVERED} AND {of_customer} GROUP BY state");
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
-    let mut counts: Vec<(String, i64)> = rows
-        .iter()
-        .map(|row| Ok((row.try_get("", "state")?, row.try_get::<i64>("", "n")?)))
-        .collect::<Result<_, DbErr>>()?;
-    let undelivered: i64 = counts.iter().map(|(_, n)| n).sum();
-    let all = counts::messages_kept(db, customer_id).await? as i64;
-    counts.push((MessageState::Delivered.as_str().to_string(), (all - undelivered).max(0)));
+    let mut counts = Vec::with_capacity(rows.len() + 1);
+    for row in rows {
+        let n = row.try_get::<i64>("", "n")?.max(0) as u64;
+        if let Some(state) = MessageState::parse(&row.try_get::<String>("", "state")?) {
+            counts.push((state, n));
+        }
+    }
+    let undelivered: u64 = counts.iter().map(|(_, n)| n).sum();
+    let all = counts::messages_kept(db, customer_id).await?;
+    counts.push((MessageState::Delivered, all.saturating_sub(undelivered)));
     Ok(counts)
 }
