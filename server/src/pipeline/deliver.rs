@@ -18,10 +18,10 @@ use super::handoff::StartPermit;
 use super::job::Job;
 use super::operational::{Announced, report_dead};
 use super::recorder::{AttemptRecord, Recorder};
+use super::send::destinations::{Destination, Destinations};
 use super::send::http::{self, Received, headers_json, send};
 use super::send::request;
 use super::send::signing_keys::SigningKeys;
-use super::send::targets::{Target, Targets};
 use super::spans::AttemptSpan;
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, message};
@@ -47,7 +47,7 @@ pub struct Deliverer {
     /// Attempts sent and waiting for their record to be committed.
     unrecorded: Arc<Semaphore>,
     recorder: Recorder,
-    targets: Targets,
+    destinations: Destinations,
     signing_keys: SigningKeys,
 }
 
@@ -61,12 +61,12 @@ impl Deliverer {
         // behind the receivers.
         let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
         let recorder = Recorder::spawn(pipeline.clone());
-        let targets = Targets::new(allow_private);
+        let destinations = Destinations::new(allow_private);
         let signing_keys = SigningKeys::new(pipeline.sealer.clone());
-        Deliverer { pipeline, client, unrecorded, recorder, targets, signing_keys }
+        Deliverer { pipeline, client, unrecorded, recorder, destinations, signing_keys }
     }
 
-    /// Sends one message and records the attempt. The endpoint's slot and the
+    /// Sends one message and records the attempt. The endpoint's permit and the
     /// lane's worker are freed as soon as the receiver has answered, so that
     /// the next message does not wait for this one's record to be committed.
     pub async fn deliver(&self, job: Job, permit: StartPermit) {
@@ -102,12 +102,12 @@ impl Deliverer {
             match request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at, (&trace, span)) {
                 Some(outgoing) => {
                     let request_headers = headers_json(&outgoing.headers);
-                    let received = match self.targets.of(&sub.url) {
-                        Target::Send(url) => send(&self.client, url, outgoing).await,
-                        Target::Blocked => {
+                    let received = match self.destinations.of(&sub.url) {
+                        Destination::Send(url) => send(&self.client, url, outgoing).await,
+                        Destination::Blocked => {
                             Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address")
                         }
-                        Target::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
+                        Destination::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
                     };
                     (request_headers, received, true)
                 }
@@ -116,16 +116,16 @@ impl Deliverer {
                     (String::from("{}"), Received::failed(ErrorKind::Other, UNRENDERABLE), false)
                 }
             };
-        let worker = permit.free_slot(&self.pipeline.wake);
+        let worker = permit.release_endpoint(&self.pipeline.wake);
         // The receiver has answered: the lane's worker moves on to the next send while
-        // this attempt waits for its group commit, once it has a place among the
+        // this attempt waits for its group commit, once it has a permit among the
         // attempts sent and not yet recorded (which bounds what a crash repeats).
         let _unrecorded = self.unrecorded.clone().acquire_owned().await.expect("never closed");
-        // A lane out of workers learns that one is free; otherwise it has no reason to look.
+        // A lane out of workers learns that one is free; otherwise it has no reason to check.
         let lane_was_full = worker.semaphore().available_permits() == 0;
         drop(worker);
         if lane_was_full {
-            self.pipeline.wake.room();
+            self.pipeline.wake.permits_freed();
         }
         let decision = if rendered {
             decide(&policy, msg, &received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0)

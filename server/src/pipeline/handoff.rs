@@ -1,7 +1,7 @@
 //! Fresh messages handed from the publish's write straight to the fresh
-//! lane. While the lane has room, the publish stores the message already
+//! lane. While the lane has free permits, the publish stores the message already
 //! leased and, once committed, passes it over in memory: no claim, no second
-//! read. It starts at once when a worker and a slot at its endpoint are free;
+//! read. It starts at once when a worker and a permit of its endpoint are free;
 //! otherwise it waits in the lane's queue for its endpoint, as claimed messages
 //! do (a publish brings many messages for one endpoint at once). When the lane's
 //! queue is full the message waits in the database for the lane's claim, and a
@@ -13,23 +13,23 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Wakeup;
-use super::endpoint_slots::{EndpointSlots, Slot};
+use super::endpoint_permits::{EndpointPermit, EndpointPermits};
 use super::job::Job;
 
-/// What an attempt needs to start in the fresh lane: one of its workers and one
-/// of the endpoint's concurrency slots. Dropping it frees both.
+/// What an attempt needs to start in a lane: one of its workers and one of the
+/// endpoint's concurrency permits. Dropping it frees both.
 pub struct StartPermit {
     pub(super) worker: OwnedSemaphorePermit,
-    pub(super) slot: Slot,
+    pub(super) endpoint: EndpointPermit,
 }
 
 impl StartPermit {
-    /// Frees the endpoint's slot, and wakes the lanes when the endpoint was
-    /// full, as messages may be waiting for it. Returns the lane's worker, which
-    /// the attempt gives back once it has a place among the unrecorded ones.
-    pub(super) fn free_slot(self, wake: &Wakeup) -> OwnedSemaphorePermit {
-        if self.slot.release() {
-            wake.room();
+    /// Gives the endpoint's permit back, and wakes the lanes when the endpoint
+    /// was at its limit, as messages may be waiting for it. Returns the lane's
+    /// worker, which the attempt gives back once the recorder has taken its record.
+    pub(super) fn release_endpoint(self, wake: &Wakeup) -> OwnedSemaphorePermit {
+        if self.endpoint.release() {
+            wake.permits_freed();
         }
         self.worker
     }
@@ -41,16 +41,16 @@ pub struct Ready {
     pub permit: StartPermit,
 }
 
-/// A place in the lane's queue, and one of its endpoint's there, held by a
-/// handed-over message until it starts or goes back to the database.
+/// A permit of the lane's queue, and one of its endpoint's share of it, held by
+/// a handed-over message until it starts or goes back to the database.
 pub struct QueuePermit {
     _queue: OwnedSemaphorePermit,
-    _endpoint: Slot,
+    _endpoint: EndpointPermit,
 }
 
 /// What the publish reserved for a message before storing it leased.
 pub enum Reservation {
-    /// A worker and a slot at the endpoint: it starts at once.
+    /// A worker and a permit of the endpoint: it starts at once.
     Start(StartPermit),
     /// The endpoint is busy: it waits in the lane's queue.
     Queue(QueuePermit),
@@ -62,22 +62,23 @@ pub enum Dispatch {
     Queue(Job, QueuePermit),
 }
 
-/// One of the lane's `permits` and one of the endpoint's slots, or nothing.
+/// One of the lane's `workers` and one of the endpoint's permits, or nothing.
 pub(super) fn take_start_permit(
-    permits: &Arc<Semaphore>,
-    slots: &EndpointSlots,
+    workers: &Arc<Semaphore>,
+    endpoint_permits: &EndpointPermits,
     endpoint_id: &str,
 ) -> Option<StartPermit> {
-    let permit = permits.clone().try_acquire_owned().ok()?;
-    let slot = slots.try_take(endpoint_id)?;
-    Some(StartPermit { worker: permit, slot })
+    let worker = workers.clone().try_acquire_owned().ok()?;
+    let endpoint = endpoint_permits.try_acquire(endpoint_id)?;
+    Some(StartPermit { worker, endpoint })
 }
 
 struct Link {
-    permits: Arc<Semaphore>,
-    slots: EndpointSlots,
+    workers: Arc<Semaphore>,
+    endpoint_permits: EndpointPermits,
     queue: Arc<Semaphore>,
-    queued: EndpointSlots,
+    /// Queue permits per endpoint.
+    queued: EndpointPermits,
     handed: mpsc::UnboundedSender<Dispatch>,
 }
 
@@ -95,15 +96,15 @@ impl Handoff {
     /// fill it; the lane receives what is handed over.
     pub fn open(
         &self,
-        permits: Arc<Semaphore>,
-        slots: EndpointSlots,
+        workers: Arc<Semaphore>,
+        endpoint_permits: EndpointPermits,
         queue: usize,
         per_endpoint: usize,
     ) -> mpsc::UnboundedReceiver<Dispatch> {
         let (handed, incoming) = mpsc::unbounded_channel();
         let queue = Arc::new(Semaphore::new(queue));
-        let queued = EndpointSlots::new(per_endpoint);
-        *self.link.lock().expect("handoff lock") = Some(Link { permits, slots, queue, queued, handed });
+        let queued = EndpointPermits::new(per_endpoint);
+        *self.link.lock().expect("handoff lock") = Some(Link { workers, endpoint_permits, queue, queued, handed });
         incoming
     }
 
@@ -115,14 +116,14 @@ impl Handoff {
         self.link.lock().expect("handoff lock").is_some()
     }
 
-    /// Room for one message to `endpoint_id`, when the lane runs and has any.
+    /// Permits for one message to `endpoint_id`, when the lane runs and has any.
     pub fn reserve(&self, endpoint_id: &str) -> Option<Reservation> {
         let guard = self.link.lock().expect("handoff lock");
         let link = guard.as_ref()?;
-        if let Some(permit) = take_start_permit(&link.permits, &link.slots, endpoint_id) {
+        if let Some(permit) = take_start_permit(&link.workers, &link.endpoint_permits, endpoint_id) {
             return Some(Reservation::Start(permit));
         }
-        let endpoint = link.queued.try_take(endpoint_id)?;
+        let endpoint = link.queued.try_acquire(endpoint_id)?;
         let queue = link.queue.clone().try_acquire_owned().ok()?;
         Some(Reservation::Queue(QueuePermit { _queue: queue, _endpoint: endpoint }))
     }
@@ -149,12 +150,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_message_starts_when_there_is_room_and_queues_while_its_endpoint_is_busy() {
+    fn a_message_starts_when_permits_are_free_and_queues_while_its_endpoint_is_busy() {
         let handoff = Handoff::default();
         assert!(handoff.reserve("ep_a").is_none(), "no lane runs: nothing is handed over");
-        let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointSlots::new(1), 3, 2);
+        let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointPermits::new(1), 3, 2);
         let first = handoff.reserve("ep_a");
-        assert!(matches!(first, Some(Reservation::Start(_))), "a worker and ep_a's one slot are free");
+        assert!(matches!(first, Some(Reservation::Start(_))), "a worker and ep_a's one permit are free");
         let queued = handoff.reserve("ep_a");
         assert!(matches!(queued, Some(Reservation::Queue(_))), "ep_a is busy: the message waits in the lane");
         let _second = handoff.reserve("ep_a");

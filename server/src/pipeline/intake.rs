@@ -5,8 +5,8 @@
 //! answered only after its commit, so an acknowledged event is never lost.
 //! Batches are routed with each customer's subscriptions as last read (see
 //! [`super::routes`]), which the write checks are still current.
-//! Messages whose endpoint and lane have room are stored already leased and
-//! handed straight to the fresh lane.
+//! Messages whose endpoint and lane have free permits are stored already
+//! leased and handed straight to the fresh lane (see [`super::handoff`]).
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::PublishError;
 use super::handoff::{Dispatch, Handoff, Ready, Reservation};
 use super::job::Job;
-use super::routes::{Route, Routes, Target, routed_by};
+use super::routes::{Route, RoutedSubscription, Routes, routed_by};
 use super::spans::Spans;
 use super::wakeup::Wakeup;
 use crate::clock::SharedClock;
@@ -90,7 +90,7 @@ async fn run(parts: Parts, mut incoming: mpsc::UnboundedReceiver<Request>) {
     let mut writers = Writers::one();
     let mut held: Option<Request> = None;
     loop {
-        writers.room().await;
+        writers.wait_for_slot().await;
         let first = match held.take() {
             Some(request) => request,
             None => match incoming.recv().await {
@@ -132,8 +132,8 @@ async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request
                 parts.wake.stored_for(written.pending);
             }
             if written.dropped_reservations {
-                // The places reserved for repeated events are free again.
-                parts.wake.room();
+                // The permits reserved for repeated events are free again.
+                parts.wake.permits_freed();
             }
             for (reply, answer) in replies.into_iter().zip(written.answers) {
                 let _ = reply.send(answer);
@@ -160,7 +160,7 @@ struct Written {
     handed: Vec<Dispatch>,
     /// The endpoints of messages stored pending, for the fresh lane to claim.
     pending: Vec<String>,
-    /// Whether places reserved for repeated events were given back.
+    /// Whether permits reserved for repeated events were given back.
     dropped_reservations: bool,
 }
 
@@ -182,8 +182,8 @@ async fn write(parts: &Parts, routes: &Routes, work: &[(String, Vec<CloudEvent>)
             return Ok(written);
         }
         routes.forget(&customers);
-        // The places reserved for the discarded routing are free again.
-        parts.wake.room();
+        // The permits reserved for the discarded routing are free again.
+        parts.wake.permits_freed();
     }
     Err(PublishError::Conflict("the customer's subscriptions kept changing during the publish; try again".into()))
 }
@@ -197,8 +197,8 @@ async fn write_routed(
     let now = parts.clock.now_ms();
     // A subscription deleted after this routing was checked by the write (READ COMMITTED)
     // leaves messages that its lane ends unattempted.
-    let targets_of: HashMap<&str, &[Target]> =
-        routing.iter().map(|route| (route.customer_id.as_str(), route.targets.as_slice())).collect();
+    let routed_of: HashMap<&str, &[RoutedSubscription]> =
+        routing.iter().map(|route| (route.customer_id.as_str(), route.subscriptions.as_slice())).collect();
     let handing = parts.handoff.is_open();
 
     // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
@@ -232,29 +232,29 @@ async fn write_routed(
     // Every row's messages, before knowing which rows are new: the store keeps
     // only those of the events it inserts, and the others' hand-overs are dropped.
     let mut new_messages: Vec<message::Model> = Vec::new();
-    let mut targets: Vec<(usize, &Target)> = Vec::new();
+    let mut routed: Vec<(usize, &RoutedSubscription)> = Vec::new();
     for (i, row) in rows.iter_mut().enumerate() {
-        let routed_to = targets_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
-        for target in routed_to {
-            if !target.accepts(&row.event_type) {
+        let routed_to = routed_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
+        for sub in routed_to {
+            if !sub.accepts(&row.event_type) {
                 continue;
             }
-            let msg = message_for(row, &target.subscription, target.policy.ttl_secs as i64 * 1000, now);
+            let msg = message_for(row, &sub.subscription, sub.policy.ttl_secs as i64 * 1000, now);
             row.add_message_id(&msg.id);
             new_messages.push(msg);
-            targets.push((i, target));
+            routed.push((i, sub));
         }
     }
     let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
-    // The lane's places, reserved before the write: the messages that got one are stored leased.
+    // The lane's permits, reserved before the write: the messages that got them are stored leased.
     let token = processes::lease_token(parts.process);
     let reserved: Vec<Option<Reservation>> = new_messages
         .iter_mut()
-        .zip(&targets)
-        .map(|(msg, (_, target))| {
+        .zip(&routed)
+        .map(|(msg, (_, sub))| {
             // Not a message its subscription's pause holds.
             let due = msg.next_attempt_at != Some(PAUSED);
-            let open = target.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
+            let open = sub.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
             open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
         })
         .collect();
@@ -268,14 +268,14 @@ async fn write_routed(
 
     // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
     // to the lane until their lease ends. Each leased message moves into its job; a repeated
-    // event's messages were not stored, and their places are given back.
+    // event's messages were not stored, and their permits are given back.
     let mut handed: Vec<Dispatch> = Vec::with_capacity(reserved.len());
     let mut pending: Vec<String> = Vec::new();
     let mut dropped_reservations = false;
-    for ((msg, (i, target)), reservation) in new_messages.into_iter().zip(targets).zip(reserved) {
+    for ((msg, (i, sub)), reservation) in new_messages.into_iter().zip(routed).zip(reserved) {
         let stored = inserted.contains(&rows[i].id);
         match reservation {
-            Some(reserved) if stored => handed.push(hand_over(reserved, msg, target, &rows[i])),
+            Some(reserved) if stored => handed.push(hand_over(reserved, msg, sub, &rows[i])),
             Some(_) => dropped_reservations = true,
             None if stored && msg.next_attempt_at != Some(PAUSED) => pending.push(msg.endpoint_id),
             None => {}
@@ -329,8 +329,8 @@ async fn write_routed(
     Ok(Some(Written { answers, handed, pending, dropped_reservations }))
 }
 
-/// Reserves a place in the fresh lane for the message when the lane has room
-/// for it (its endpoint's circuit is closed), and marks it leased.
+/// Reserves the fresh lane's permits for the message when it has them free
+/// (and the endpoint's circuit is closed), and marks it leased.
 fn lease(
     parts: &Parts,
     endpoint: &endpoint::Model,
@@ -345,13 +345,18 @@ fn lease(
     Some(reserved)
 }
 
-/// The stored, leased message with what its attempt needs, in the place reserved for it.
-fn hand_over(reserved: Reservation, message: message::Model, target: &Target, row: &Arc<event::Model>) -> Dispatch {
+/// The stored, leased message with what its attempt needs, with the permits reserved for it.
+fn hand_over(
+    reserved: Reservation,
+    message: message::Model,
+    sub: &RoutedSubscription,
+    row: &Arc<event::Model>,
+) -> Dispatch {
     let job = Job {
         message,
-        subscription: Some(Arc::clone(&target.subscription)),
+        subscription: Some(Arc::clone(&sub.subscription)),
         event: Some(Arc::clone(row)),
-        endpoint: target.endpoint.clone(),
+        endpoint: sub.endpoint.clone(),
     };
     match reserved {
         Reservation::Start(permit) => Dispatch::Start(Ready { job, permit }),

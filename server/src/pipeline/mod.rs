@@ -14,7 +14,7 @@
 
 mod decide;
 mod deliver;
-pub mod endpoint_slots;
+pub mod endpoint_permits;
 pub mod gauges;
 pub mod handoff;
 pub mod heartbeat;

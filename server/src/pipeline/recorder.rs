@@ -74,7 +74,7 @@ async fn run(pipeline: Pipeline, mut incoming: mpsc::UnboundedReceiver<Pending>)
     let mut writers = Writers::for_database(&pipeline.db);
     let mut held: Option<Pending> = None;
     loop {
-        writers.room().await;
+        writers.wait_for_slot().await;
         let first = match held.take() {
             Some(pending) => pending,
             None => match incoming.recv().await {

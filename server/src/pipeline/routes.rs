@@ -26,16 +26,16 @@ const MAX_CUSTOMERS: usize = 10_000;
 /// only if the endpoint row is missing), read once for every publish that
 /// routes with it: its event types and retry policy parsed, the rows shared
 /// with the messages handed to the lane.
-pub struct Target {
+pub struct RoutedSubscription {
     pub subscription: Arc<subscription::Model>,
     pub endpoint: Option<Arc<endpoint::Model>>,
     pub policy: Arc<RetryPolicy>,
     event_types: Vec<String>,
 }
 
-impl Target {
-    pub fn new(subscription: subscription::Model, endpoint: Option<endpoint::Model>) -> Target {
-        Target {
+impl RoutedSubscription {
+    pub fn new(subscription: subscription::Model, endpoint: Option<endpoint::Model>) -> RoutedSubscription {
+        RoutedSubscription {
             event_types: event_types(&subscription.event_types),
             policy: policy_of(&subscription),
             subscription: Arc::new(subscription),
@@ -54,7 +54,7 @@ impl Target {
 pub struct Route {
     pub customer_id: String,
     pub version: Option<i64>,
-    pub targets: Vec<Target>,
+    pub subscriptions: Vec<RoutedSubscription>,
 }
 
 #[derive(Default)]
@@ -83,15 +83,16 @@ impl Routes {
         // The versions first: a change committed between the two reads leaves an older version
         // beside newer subscriptions, which the write's check refuses, never the reverse.
         let versions = subscriptions::routing_versions(db, &missing).await?;
-        let mut targets: HashMap<String, Vec<Target>> = HashMap::new();
+        let mut routed: HashMap<String, Vec<RoutedSubscription>> = HashMap::new();
         for (subscription, endpoint) in subscriptions::routable_with_endpoints(db, &missing).await? {
-            targets.entry(subscription.customer_id.clone()).or_default().push(Target::new(subscription, endpoint));
+            let routed_subscription = RoutedSubscription::new(subscription, endpoint);
+            routed.entry(routed_subscription.subscription.customer_id.clone()).or_default().push(routed_subscription);
         }
         let read: Vec<Arc<Route>> = missing
             .into_iter()
             .map(|id| {
-                let targets = targets.remove(&id).unwrap_or_default();
-                Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, targets })
+                let subscriptions = routed.remove(&id).unwrap_or_default();
+                Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions })
             })
             .collect();
         let mut known = self.known.lock().expect("routes lock");
@@ -123,7 +124,7 @@ pub fn routed_by(routes: &[Arc<Route>]) -> Routed {
         if let Some(version) = route.version {
             routed.customers.push(RoutedCustomer { id: route.customer_id.clone(), routing_version: version });
         }
-        for endpoint in route.targets.iter().filter_map(|t| t.endpoint.as_ref()) {
+        for endpoint in route.subscriptions.iter().filter_map(|s| s.endpoint.as_ref()) {
             routed.endpoints.push(RoutedEndpoint { id: endpoint.id.clone(), state: endpoint.state.clone() });
         }
     }
@@ -157,11 +158,11 @@ mod tests {
     }
 
     #[test]
-    fn a_target_accepts_the_types_its_subscription_lists() {
-        let listed = Target::new(subscription(r#"["order.created","order.paid"]"#), None);
+    fn a_routed_subscription_accepts_the_types_it_lists() {
+        let listed = RoutedSubscription::new(subscription(r#"["order.created","order.paid"]"#), None);
         assert!(listed.accepts("order.paid"));
         assert!(!listed.accepts("order.refunded"));
-        assert!(Target::new(subscription(r#"["*"]"#), None).accepts("anything"));
-        assert!(!Target::new(subscription("not json"), None).accepts("order.paid"));
+        assert!(RoutedSubscription::new(subscription(r#"["*"]"#), None).accepts("anything"));
+        assert!(!RoutedSubscription::new(subscription("not json"), None).accepts("order.paid"));
     }
 }

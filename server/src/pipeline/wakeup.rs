@@ -1,5 +1,5 @@
 //! Wake-ups of the lanes: in this process when messages are committed or a
-//! place frees up, and from other processes sharing a PostgreSQL database
+//! permit is freed, and from other processes sharing a PostgreSQL database
 //! through the store's NOTIFY.
 
 use std::sync::Mutex;
@@ -16,17 +16,17 @@ use crate::store::notify;
 const MAX_BACKLOG: usize = 4096;
 
 /// Wakes the lanes: to claim everything due (messages came due, of endpoints
-/// unknown), or to look again at what they hold and know (an endpoint or a
-/// worker has room again, or messages were stored for known endpoints). A
-/// permit is stored when a lane is busy, so no wake-up is lost.
+/// unknown), or a nudge to check again what they hold and know (an endpoint's
+/// or a worker's permit was freed, or messages were stored for known
+/// endpoints). A `Notify` keeps one wake-up while a lane is busy, so none is lost.
 pub struct Wakeup {
     /// Names this process in the wake-ups it sends other processes, so that it
     /// ignores its own.
     origin: String,
     fresh: Notify,
     retry: Notify,
-    fresh_room: Notify,
-    retry_room: Notify,
+    fresh_nudge: Notify,
+    retry_nudge: Notify,
     retry_times: Mutex<RetryTimes>,
     /// Endpoints this process stored due first attempts for, since the fresh lane last looked.
     backlog: Mutex<Vec<String>>,
@@ -38,8 +38,8 @@ impl Default for Wakeup {
             origin: format!("{:016x}", rand::random::<u64>()),
             fresh: Notify::new(),
             retry: Notify::new(),
-            fresh_room: Notify::new(),
-            retry_room: Notify::new(),
+            fresh_nudge: Notify::new(),
+            retry_nudge: Notify::new(),
             retry_times: Mutex::default(),
             backlog: Mutex::default(),
         }
@@ -66,14 +66,14 @@ impl Wakeup {
         self.retry.notify_one();
     }
     /// First attempts were stored due for these endpoints: the fresh lane claims
-    /// them endpoint by endpoint, as each has room, rather than everything due.
+    /// them endpoint by endpoint, as each has free permits, rather than everything due.
     pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
         let mut backlog = self.backlog.lock().expect("backlog");
         // Bounded while no lane takes them (none runs): the lanes' poll finds any messages anyway.
         let room = MAX_BACKLOG.saturating_sub(backlog.len());
         backlog.extend(endpoints.into_iter().take(room));
         drop(backlog);
-        self.fresh_room.notify_one();
+        self.fresh_nudge.notify_one();
     }
     pub(super) fn take_backlog(&self) -> Vec<String> {
         std::mem::take(&mut *self.backlog.lock().expect("backlog"))
@@ -81,15 +81,15 @@ impl Wakeup {
     pub(super) fn next_retry_after(&self, now_ms: i64) -> Option<i64> {
         self.retry_times.lock().expect("retry times").next_after(now_ms)
     }
-    /// Places in the lanes were freed: waiting messages may start, and a lane may claim.
-    pub(crate) fn room(&self) {
-        self.fresh_room.notify_one();
-        self.retry_room.notify_one();
+    /// Permits in the lanes were freed: waiting messages may start, and a lane may claim.
+    pub(crate) fn permits_freed(&self) {
+        self.fresh_nudge.notify_one();
+        self.retry_nudge.notify_one();
     }
-    pub(super) fn room_of(&self, lane: Lane) -> &Notify {
+    pub(super) fn nudge_of(&self, lane: Lane) -> &Notify {
         match lane {
-            Lane::Fresh => &self.fresh_room,
-            Lane::Retry => &self.retry_room,
+            Lane::Fresh => &self.fresh_nudge,
+            Lane::Retry => &self.retry_nudge,
         }
     }
 }

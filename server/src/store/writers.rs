@@ -38,7 +38,7 @@ impl Writers {
     }
 
     /// Waits until another batch may be written.
-    pub async fn room(&mut self) {
+    pub async fn wait_for_slot(&mut self) {
         while self.free.is_empty() {
             let Some(ended) = self.writing.join_next_with_id().await else { return };
             let id = ended.map_or_else(|e| e.id(), |(id, ())| id);
@@ -50,12 +50,12 @@ impl Writers {
 
     /// Writes a batch alongside the others, given a slot (from 0) that no other
     /// batch in flight holds, for rows of its own that the others never wait for.
-    /// Call [`Writers::room`] first.
+    /// Call [`Writers::wait_for_slot`] first.
     pub fn spawn<F>(&mut self, batch: impl FnOnce(usize) -> F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let slot = self.free.pop().expect("room() first");
+        let slot = self.free.pop().expect("wait_for_slot() first");
         let id = self.writing.spawn(batch(slot)).id();
         self.held.push((id, slot));
     }

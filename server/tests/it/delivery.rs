@@ -422,7 +422,7 @@ async fn concurrent_publishes_each_get_their_own_answer() {
 /// what the queue cannot hold is left pending for a claim.
 #[tokio::test]
 async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
-    use herald::pipeline::endpoint_slots::EndpointSlots;
+    use herald::pipeline::endpoint_permits::EndpointPermits;
     use herald::pipeline::handoff::Dispatch;
     use std::sync::Arc;
 
@@ -431,7 +431,7 @@ async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
     // Ten workers, one slot at the endpoint, room for two in the queue.
     let mut lane =
-        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(1), 2, 2);
+        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointPermits::new(1), 2, 2);
     assert_eq!(app.publish_batch(&key, 5).await, 202);
     let (mut started, mut waiting) = (Vec::new(), Vec::new());
     while let Ok(handed) = lane.try_recv() {

@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::TestApp;
-use herald::pipeline::endpoint_slots::EndpointSlots;
+use herald::pipeline::endpoint_permits::EndpointPermits;
 use herald::pipeline::handoff::Dispatch;
 use sea_orm::ConnectionTrait;
 use serde_json::json;
@@ -39,7 +39,7 @@ async fn an_endpoint_disabled_outside_the_publish_is_not_handed_messages() {
     let (_, key) = app.customer("acme").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
     let mut lane =
-        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointSlots::new(10), 10, 10);
+        app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointPermits::new(10), 10, 10);
     let first = app.publish(&key, "e1", "t").await;
     assert!(matches!(lane.try_recv(), Ok(Dispatch::Start(_))), "a closed endpoint's message starts at once");
     assert_eq!(app.message(&key, first["message_ids"][0].as_str().unwrap()).await["state"], "delivering");

@@ -4,7 +4,7 @@
 //! own, so a slow receiver never takes every worker. The fresh lane also takes
 //! the messages the intake hands over.
 
-mod lookout;
+mod claim_planner;
 mod waiting;
 
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::deliver::Deliverer;
-use super::endpoint_slots::EndpointSlots;
+use super::endpoint_permits::{EndpointPermit, EndpointPermits};
 use super::handoff::{Dispatch, Ready, StartPermit, take_start_permit};
 use super::job::Job;
 use super::operational::report_dead;
@@ -24,7 +24,7 @@ use super::{Pipeline, lease_ms, wakeup};
 use crate::store::entities::{endpoint, event, subscription};
 use crate::store::messages::{Among, Lane};
 use crate::store::{endpoints, events, messages, processes, subscriptions};
-use lookout::{Look, Lookout};
+use claim_planner::{ClaimPlanner, ClaimScope};
 use waiting::Waiting;
 
 /// The longest a lane sleeps when nothing wakes it.
@@ -34,23 +34,23 @@ const CLAIM_BATCH: u64 = 128;
 /// A lane claims only while fewer messages than this wait for their endpoints;
 /// the fresh lane's queue for handed-over messages has the same size.
 const MAX_WAITING: usize = 16 * CLAIM_BATCH as usize;
-/// Handed-over messages that may wait for one endpoint, in rounds of its concurrency.
-const HANDED_PER_ROUND: usize = 16;
+/// Handed-over messages that may wait for one endpoint, per unit of its concurrency.
+const HANDED_PER_PERMIT: usize = 16;
 /// How long a message waits when its endpoint was at its concurrency limit.
 const PUT_BACK_MS: i64 = 200;
 
 #[derive(Clone)]
 pub struct Lanes {
     pipeline: Pipeline,
-    slots: EndpointSlots,
+    endpoint_permits: EndpointPermits,
     deliverer: Arc<Deliverer>,
 }
 
 impl Lanes {
     pub fn new(pipeline: Pipeline) -> Lanes {
-        let slots = EndpointSlots::new(pipeline.settings.delivery.endpoint_concurrency);
+        let endpoint_permits = EndpointPermits::new(pipeline.settings.delivery.endpoint_concurrency);
         let deliverer = Arc::new(Deliverer::new(pipeline.clone()));
-        Lanes { pipeline, slots, deliverer }
+        Lanes { pipeline, endpoint_permits, deliverer }
     }
 
     /// Runs both lanes until `shutdown` turns true, then lets in-flight
@@ -64,28 +64,28 @@ impl Lanes {
         let _ = tokio::join!(fresh, retry, listener);
     }
 
-    async fn run_lane(self, lane: Lane, concurrency: usize, mut shutdown: watch::Receiver<bool>) {
-        let permits = Arc::new(Semaphore::new(concurrency));
-        // The fresh lane also takes messages straight from the intake, their places already reserved.
+    async fn run_lane(self, lane: Lane, workers: usize, mut shutdown: watch::Receiver<bool>) {
+        let workers = Arc::new(Semaphore::new(workers));
+        // The fresh lane also takes messages straight from the intake, their permits already reserved.
         let mut handed = (lane == Lane::Fresh).then(|| {
-            let per_endpoint = HANDED_PER_ROUND * self.pipeline.settings.delivery.endpoint_concurrency;
-            self.pipeline.handoff.open(permits.clone(), self.slots.clone(), MAX_WAITING, per_endpoint)
+            let per_endpoint = HANDED_PER_PERMIT * self.pipeline.settings.delivery.endpoint_concurrency;
+            self.pipeline.handoff.open(workers.clone(), self.endpoint_permits.clone(), MAX_WAITING, per_endpoint)
         });
         let mut in_flight = JoinSet::new();
         let mut waiting = Waiting::default();
-        let round = self.pipeline.settings.delivery.endpoint_concurrency;
+        let endpoint_concurrency = self.pipeline.settings.delivery.endpoint_concurrency;
         let mut last_sweep = 0i64;
-        let mut lookout = Lookout::default();
+        let mut planner = ClaimPlanner::default();
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
             while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
                 self.receive(one, &mut in_flight, &mut waiting);
             }
-            for ready in waiting.start(|endpoint_id| take_start_permit(&permits, &self.slots, endpoint_id)) {
+            for ready in waiting.start(|endpoint_id| take_start_permit(&workers, &self.endpoint_permits, endpoint_id)) {
                 self.start(&mut in_flight, ready);
             }
             if lane == Lane::Fresh {
-                lookout.backlog(self.pipeline.wake.take_backlog());
+                planner.backlog(self.pipeline.wake.take_backlog());
             }
             let now = self.pipeline.now_ms();
             self.put_back(waiting.expired(now, false)).await;
@@ -93,19 +93,20 @@ impl Lanes {
                 last_sweep = now;
                 self.expire_held().await;
             }
-            // Claim everything due while fewer than half a batch wait for endpoints with room, so
-            // claims keep pace with deliveries; messages queued for crowded endpoints (a slow
+            // Claim everything due while fewer than half a batch wait for unsaturated endpoints, so
+            // claims keep pace with deliveries; messages queued for saturated endpoints (a slow
             // receiver's) hold up no one else, up to a bound on what the lane keeps in memory.
-            let free = permits.available_permits() as u64;
-            let hungry = waiting.uncrowded(round) < CLAIM_BATCH as usize / 2;
-            let look =
-                (free > 0 && waiting.len() < MAX_WAITING).then(|| lookout.next(now, &waiting, round, hungry)).flatten();
-            if let Some(look) = look {
+            let free = workers.available_permits() as u64;
+            let short_of_work = waiting.unsaturated(endpoint_concurrency) < CLAIM_BATCH as usize / 2;
+            let scope = (free > 0 && waiting.len() < MAX_WAITING)
+                .then(|| planner.next(now, &waiting, endpoint_concurrency, short_of_work))
+                .flatten();
+            if let Some(scope) = scope {
                 let limit = free.min(CLAIM_BATCH);
-                let crowded = waiting.crowded(round);
-                let among = match &look {
-                    Look::Everything => Among::AllBut(&crowded),
-                    Look::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
+                let saturated = waiting.saturated(endpoint_concurrency);
+                let among = match &scope {
+                    ClaimScope::AllDue => Among::AllBut(&saturated),
+                    ClaimScope::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
                 };
                 let jobs = match self.claim(lane, limit, among).await {
                     Ok(jobs) => jobs,
@@ -125,19 +126,19 @@ impl Lanes {
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
                 let got: Vec<String> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
-                let next_look = self.pipeline.now_ms() + idle.as_millis() as i64;
-                lookout.claimed(&look, &got, limit as usize, round, crowded, next_look);
+                let next_claim = self.pipeline.now_ms() + idle.as_millis() as i64;
+                planner.claimed(&scope, &got, limit as usize, endpoint_concurrency, saturated, next_claim);
                 if !jobs.is_empty() {
                     jobs.into_iter().for_each(|job| waiting.push(job, now));
                     continue;
                 }
             }
-            let sleep = lookout.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
+            let sleep = planner.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
             tokio::select! {
-                // A place is free again: waiting messages may start.
+                // A worker is free again: waiting messages may start.
                 Some(_) = in_flight.join_next() => {}
-                _ = self.pipeline.wake.room_of(lane).notified() => {}
-                _ = self.pipeline.wake.of(lane).notified() => lookout.woken(),
+                _ = self.pipeline.wake.nudge_of(lane).notified() => {}
+                _ = self.pipeline.wake.of(lane).notified() => planner.woken(),
                 // Looks again at the top of the loop when the timer has run out.
                 _ = tokio::time::sleep(sleep) => {}
                 Some(one) = next_handed(&mut handed) => self.receive(one, &mut in_flight, &mut waiting),
@@ -145,7 +146,7 @@ impl Lanes {
             }
         }
         if let Some(mut handed) = handed {
-            // Handed-over messages are committed and leased: send those with a place rather than
+            // Handed-over messages are committed and leased: send those with a start permit rather than
             // wait out their lease, and put the others back.
             self.pipeline.handoff.close();
             while let Ok(one) = handed.try_recv() {
@@ -211,25 +212,25 @@ impl Lanes {
     /// manual clock.
     pub async fn tick(&self, lane: Lane) -> Result<usize, DbErr> {
         self.expire_held().await;
-        let jobs = self.claim(lane, CLAIM_BATCH, Among::AllBut(&self.slots.full())).await?;
+        let jobs = self.claim(lane, CLAIM_BATCH, Among::AllBut(&self.endpoint_permits.at_limit())).await?;
         let count = jobs.len();
         let admitted = self.admit(jobs).await;
         let permits = Arc::new(Semaphore::new(admitted.len()));
-        futures::future::join_all(admitted.into_iter().map(|(job, slot)| {
+        futures::future::join_all(admitted.into_iter().map(|(job, endpoint)| {
             let permit = permits.clone().try_acquire_owned().expect("one permit per admitted job");
-            self.deliverer.deliver(job, StartPermit { worker: permit, slot })
+            self.deliverer.deliver(job, StartPermit { worker: permit, endpoint })
         }))
         .await;
         Ok(count)
     }
 
-    /// Gives each job a place at its endpoint; the others go back, due a moment later.
-    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, super::endpoint_slots::Slot)> {
+    /// Gives each job a permit at its endpoint; the others go back, due a moment later.
+    async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, EndpointPermit)> {
         let mut admitted = Vec::with_capacity(jobs.len());
         let mut refused = Vec::new();
         for job in jobs {
-            match self.slots.try_take(&job.message.endpoint_id) {
-                Some(slot) => admitted.push((job, slot)),
+            match self.endpoint_permits.try_acquire(&job.message.endpoint_id) {
+                Some(permit) => admitted.push((job, permit)),
                 None => refused.push(job),
             }
         }
@@ -250,7 +251,7 @@ impl Lanes {
         let now = self.pipeline.now_ms();
         for (token, (ids, retries)) in by_token {
             match messages::put_back(&self.pipeline.db, ids, token, now + PUT_BACK_MS, now).await {
-                // The retry lane looks again when they are due; fresh ones are found by the fresh lane's poll.
+                // The retry lane claims again when they are due; fresh ones are found by the fresh lane's poll.
                 Ok(_) if retries => self.pipeline.wake.retry_at(now + PUT_BACK_MS),
                 Ok(_) => {}
                 Err(e) => self.pipeline.health.failed("putting back messages (they are retried after their lease)", &e),

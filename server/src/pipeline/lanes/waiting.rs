@@ -1,6 +1,6 @@
-//! Leased messages waiting for a place at their endpoint, in the order they
+//! Leased messages waiting for a permit at their endpoint, in the order they
 //! came. A claim, or a publish handing its messages over, may bring more
-//! messages for an endpoint than it has free slots; they wait here rather than
+//! messages for an endpoint than it has free permits; they wait here rather than
 //! going back to the database, and start as the endpoint's attempts finish.
 //! None waits longer than `MAX_WAIT_MS`.
 
@@ -49,15 +49,16 @@ impl Waiting {
         self.total += 1;
     }
 
-    /// How many wait for endpoints with fewer than `round` waiting: the messages a
-    /// claim should keep coming, as a crowded endpoint's queue must not hold up the others'.
-    pub fn uncrowded(&self, round: usize) -> usize {
-        self.queues.values().map(VecDeque::len).filter(|&n| n < round).sum()
+    /// How many wait for unsaturated endpoints (fewer than `concurrency` waiting):
+    /// the messages claims should keep coming for, as a saturated endpoint's queue
+    /// must not hold up the others'.
+    pub fn unsaturated(&self, concurrency: usize) -> usize {
+        self.queues.values().map(VecDeque::len).filter(|&n| n < concurrency).sum()
     }
 
-    /// Endpoints with at least `round` messages waiting, which a claim should pass over.
-    pub fn crowded(&self, round: usize) -> Vec<String> {
-        self.queues.iter().filter(|(_, q)| q.len() >= round).map(|(id, _)| id.clone()).collect()
+    /// Saturated endpoints (at least `concurrency` messages waiting), which a claim should pass over.
+    pub fn saturated(&self, concurrency: usize) -> Vec<String> {
+        self.queues.iter().filter(|(_, q)| q.len() >= concurrency).map(|(id, _)| id.clone()).collect()
     }
 
     /// The messages that can start now: for each endpoint, as many as `permit` grants.
@@ -96,7 +97,7 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
-    use crate::pipeline::endpoint_slots::EndpointSlots;
+    use crate::pipeline::endpoint_permits::EndpointPermits;
     use crate::pipeline::handoff::take_start_permit;
     use crate::store::entities::message;
 
@@ -110,36 +111,39 @@ mod tests {
     }
 
     #[test]
-    fn messages_start_in_claim_order_as_their_endpoint_has_room() {
-        let permits = Arc::new(Semaphore::new(100));
-        let slots = EndpointSlots::new(2);
+    fn messages_start_in_claim_order_as_their_endpoint_has_permits() {
+        let workers = Arc::new(Semaphore::new(100));
+        let endpoint_permits = EndpointPermits::new(2);
         let mut waiting = Waiting::default();
         for id in ["a1", "a2", "a3"] {
             waiting.push(job(id, "ep_a"), 0);
         }
         waiting.push(job("b1", "ep_b"), 0);
-        assert_eq!(waiting.crowded(3), vec!["ep_a".to_string()]);
-        assert_eq!(waiting.uncrowded(3), 1, "only ep_b's message counts against the next claim");
+        assert_eq!(waiting.saturated(3), vec!["ep_a".to_string()]);
+        assert_eq!(waiting.unsaturated(3), 1, "only ep_b's message counts against the next claim");
 
-        let mut first = waiting.start(|ep| take_start_permit(&permits, &slots, ep));
+        let mut first = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep));
         first.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
-        assert_eq!(ids(&first), ["a1", "a2", "b1"], "ep_a has two slots");
+        assert_eq!(ids(&first), ["a1", "a2", "b1"], "ep_a has two permits");
         assert_eq!(waiting.len(), 1);
-        assert!(waiting.start(|ep| take_start_permit(&permits, &slots, ep)).is_empty(), "ep_a is full");
+        assert!(
+            waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep)).is_empty(),
+            "ep_a is at its limit"
+        );
 
         drop(first.remove(0));
-        assert_eq!(ids(&waiting.start(|ep| take_start_permit(&permits, &slots, ep))), ["a3"]);
+        assert_eq!(ids(&waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep))), ["a3"]);
         assert_eq!(waiting.len(), 0);
     }
 
     #[test]
     fn no_message_starts_without_a_free_worker() {
-        let permits = Arc::new(Semaphore::new(1));
-        let slots = EndpointSlots::new(10);
+        let workers = Arc::new(Semaphore::new(1));
+        let endpoint_permits = EndpointPermits::new(10);
         let mut waiting = Waiting::default();
         waiting.push(job("a1", "ep_a"), 0);
         waiting.push(job("a2", "ep_a"), 0);
-        let started = waiting.start(|ep| take_start_permit(&permits, &slots, ep));
+        let started = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep));
         assert_eq!(ids(&started), ["a1"]);
         assert_eq!(waiting.len(), 1);
     }

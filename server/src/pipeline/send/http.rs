@@ -35,7 +35,7 @@ pub fn client(allow_private: bool, max_idle: usize) -> reqwest::Client {
         .expect("the HTTP client's settings are valid")
 }
 
-/// A request to a receiver, whose URL is read apart (see [`super::targets`]).
+/// A request to a receiver, whose URL is read apart (see [`super::destinations`]).
 pub struct Outgoing {
     pub headers: HeaderMap,
     pub body: Vec<u8>,

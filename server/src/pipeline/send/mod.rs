@@ -3,8 +3,8 @@
 //! signed, the DNS filter that keeps private addresses out, and the receivers'
 //! URLs and signing keys as last read.
 
+pub mod destinations;
 pub mod http;
 pub mod request;
 pub mod resolver;
 pub mod signing_keys;
-pub mod targets;

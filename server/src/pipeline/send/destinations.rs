@@ -13,7 +13,7 @@ const MOST: usize = 4096;
 
 /// Where a delivery goes, as read from its subscription's URL.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Target {
+pub enum Destination {
     Send(Url),
     /// A private or reserved address written in the URL, while those are refused.
     Blocked,
@@ -22,17 +22,17 @@ pub enum Target {
     Invalid(String),
 }
 
-pub struct Targets {
+pub struct Destinations {
     allow_private: bool,
-    read: Mutex<HashMap<String, Target>>,
+    read: Mutex<HashMap<String, Destination>>,
 }
 
-impl Targets {
-    pub fn new(allow_private: bool) -> Targets {
-        Targets { allow_private, read: Mutex::default() }
+impl Destinations {
+    pub fn new(allow_private: bool) -> Destinations {
+        Destinations { allow_private, read: Mutex::default() }
     }
 
-    pub fn of(&self, raw: &str) -> Target {
+    pub fn of(&self, raw: &str) -> Destination {
         if let Some(target) = self.read.lock().expect("never poisoned").get(raw) {
             return target.clone();
         }
@@ -45,13 +45,13 @@ impl Targets {
         target
     }
 
-    fn read_url(&self, raw: &str) -> Target {
+    fn read_url(&self, raw: &str) -> Destination {
         if !self.allow_private && TargetUrl::parse(raw, "url").is_ok_and(|u| u.is_forbidden_literal()) {
-            return Target::Blocked;
+            return Destination::Blocked;
         }
         match Url::parse(raw) {
-            Ok(url) => Target::Send(url),
-            Err(e) => Target::Invalid(format!("the URL {raw:?} is not valid: {e}")),
+            Ok(url) => Destination::Send(url),
+            Err(e) => Destination::Invalid(format!("the URL {raw:?} is not valid: {e}")),
         }
     }
 }
@@ -63,23 +63,23 @@ mod tests {
     #[test]
     fn a_private_literal_is_blocked_unless_allowed() {
         let url = "http://127.0.0.1:9/hook";
-        assert_eq!(Targets::new(false).of(url), Target::Blocked);
-        assert_eq!(Targets::new(true).of(url), Target::Send(Url::parse(url).unwrap()));
+        assert_eq!(Destinations::new(false).of(url), Destination::Blocked);
+        assert_eq!(Destinations::new(true).of(url), Destination::Send(Url::parse(url).unwrap()));
     }
 
     #[test]
     fn a_url_is_read_the_same_from_the_table_as_the_first_time() {
-        let targets = Targets::new(false);
+        let targets = Destinations::new(false);
         let url = "https://example.com:8443/a/b?c=d";
         let first = targets.of(url);
-        assert_eq!(first, Target::Send(Url::parse(url).unwrap()));
+        assert_eq!(first, Destination::Send(Url::parse(url).unwrap()));
         assert_eq!(targets.of(url), first);
-        assert!(matches!(targets.of("not a url"), Target::Invalid(detail) if detail.contains("not a url")));
+        assert!(matches!(targets.of("not a url"), Destination::Invalid(detail) if detail.contains("not a url")));
     }
 
     #[test]
     fn the_table_starts_again_when_full() {
-        let targets = Targets::new(false);
+        let targets = Destinations::new(false);
         for n in 0..MOST + 1 {
             targets.of(&format!("https://example.com/{n}"));
         }
