@@ -19,6 +19,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::PublishError;
+use super::group_commit::{self, BatchLimit};
 use super::handoff::{Dispatch, Handoff, Ready, Reservation};
 use super::job::Job;
 use super::routes::{Route, RoutedSubscription, Routes, routed_by};
@@ -84,37 +85,33 @@ impl Intake {
     }
 }
 
-async fn run(parts: Parts, mut incoming: mpsc::UnboundedReceiver<Request>) {
+async fn run(parts: Parts, incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
     let routes = Arc::new(Routes::default());
-    let mut writers = Writers::one();
-    let mut held: Option<Request> = None;
-    loop {
-        writers.wait_for_slot().await;
-        let first = match held.take() {
-            Some(request) => request,
-            None => match incoming.recv().await {
-                Some(request) => request,
-                None => break,
-            },
-        };
-        let mut size = first.events.len();
-        let mut batch = vec![first];
-        while let Ok(next) = incoming.try_recv() {
-            if size + next.events.len() > MAX_EVENTS {
-                held = Some(next);
-                break;
-            }
-            size += next.events.len();
-            batch.push(next);
+    let write = |batch: Vec<Request>, _slot: usize| commit_batch(parts.clone(), routes.clone(), batch);
+    group_commit::run(incoming, Writers::one(), EventBudget::default, write).await;
+}
+
+/// At most `MAX_EVENTS` events per batch; a request is never split.
+#[derive(Default)]
+struct EventBudget {
+    events: usize,
+}
+
+impl BatchLimit<Request> for EventBudget {
+    fn admits(&mut self, request: &Request) -> bool {
+        let events = self.events + request.events.len();
+        let fits = events <= MAX_EVENTS || self.events == 0;
+        if fits {
+            self.events = events;
         }
-        writers.spawn(|_| commit_batch(parts.clone(), routes.clone(), batch, size));
+        fits
     }
-    writers.finish().await;
 }
 
 /// Writes one batch atomically and answers each of its requests.
-async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request>, size: usize) {
+async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request>) {
+    let size: usize = batch.iter().map(|r| r.events.len()).sum();
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     // While the database is away, a publish is refused at once rather than queued behind a
     // connection that will not come within the pool's deadline.

@@ -16,6 +16,7 @@ mod decide;
 mod deliver;
 pub mod endpoint_permits;
 pub mod gauges;
+mod group_commit;
 pub mod handoff;
 pub mod heartbeat;
 mod intake;

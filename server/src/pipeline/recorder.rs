@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Pipeline;
 use super::decide::Decision;
+use super::group_commit::{self, BatchLimit};
 use super::operational::{report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
 use crate::store::counts::{self, Attempted};
@@ -70,39 +71,24 @@ impl Recorder {
     }
 }
 
-async fn run(pipeline: Pipeline, mut incoming: mpsc::UnboundedReceiver<Pending>) {
-    let mut writers = Writers::for_database(&pipeline.db);
-    let mut held: Option<Pending> = None;
-    loop {
-        writers.wait_for_slot().await;
-        let first = match held.take() {
-            Some(pending) => pending,
-            None => match incoming.recv().await {
-                Some(pending) => pending,
-                None => break,
-            },
-        };
-        // One attempt per message in a batch: a message leased again after its lease ran
-        // out may bring two, and only the current lease's may be recorded (both would
-        // claim the same attempt number).
-        let mut messages: HashSet<String> = [first.record.message.id.clone()].into_iter().collect();
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match incoming.try_recv() {
-                Ok(next) if messages.contains(&next.record.message.id) => {
-                    held = Some(next);
-                    break;
-                }
-                Ok(next) => {
-                    messages.insert(next.record.message.id.clone());
-                    batch.push(next);
-                }
-                Err(_) => break,
-            }
-        }
-        writers.spawn(|slot| commit_batch(pipeline.clone(), batch, slot));
+async fn run(pipeline: Pipeline, incoming: mpsc::UnboundedReceiver<Pending>) {
+    let writers = Writers::for_database(&pipeline.db);
+    let write = |batch: Vec<Pending>, slot: usize| commit_batch(pipeline.clone(), batch, slot);
+    group_commit::run(incoming, writers, OnePerMessage::default, write).await;
+}
+
+/// At most `MAX_BATCH` attempts per batch, and one per message: a message leased
+/// again after its lease ran out may bring two, and only the current lease's may
+/// be recorded (both would claim the same attempt number).
+#[derive(Default)]
+struct OnePerMessage {
+    messages: HashSet<String>,
+}
+
+impl BatchLimit<Pending> for OnePerMessage {
+    fn admits(&mut self, pending: &Pending) -> bool {
+        self.messages.len() < MAX_BATCH && self.messages.insert(pending.record.message.id.clone())
     }
-    writers.finish().await;
 }
 
 /// Writes one batch in one transaction and answers each attempt's worker; `slot`

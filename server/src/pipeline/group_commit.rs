@@ -1,0 +1,103 @@
+//! Group commit, the loop the publish and the recorder share: requests queue
+//! while a batch is being written, and the next batch is whatever gathered
+//! meanwhile, up to the writer's own limit. A lone request is written at once;
+//! under load the batches grow with it, and the database pays once per batch.
+
+use std::future::Future;
+
+use tokio::sync::mpsc;
+
+use crate::store::writers::Writers;
+
+/// What one batch may hold, decided request by request as they are taken from
+/// the queue; made new for every batch.
+pub trait BatchLimit<T> {
+    /// Takes `request` into the batch if it fits. The first request of a batch
+    /// always joins, whatever the answer.
+    fn admits(&mut self, request: &T) -> bool;
+}
+
+/// Writes the queued requests in batches until the queue closes, then waits
+/// for the batches in flight. `write` gets each batch with its batch slot
+/// (see [`Writers::spawn`]); a request that does not fit opens the next batch.
+pub async fn run<T, L, F>(
+    mut incoming: mpsc::UnboundedReceiver<T>,
+    mut writers: Writers,
+    new_limit: impl Fn() -> L,
+    mut write: impl FnMut(Vec<T>, usize) -> F,
+) where
+    L: BatchLimit<T>,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut held: Option<T> = None;
+    loop {
+        writers.wait_for_slot().await;
+        let first = match held.take() {
+            Some(request) => request,
+            None => match incoming.recv().await {
+                Some(request) => request,
+                None => break,
+            },
+        };
+        let mut limit = new_limit();
+        limit.admits(&first);
+        let mut batch = vec![first];
+        while let Ok(next) = incoming.try_recv() {
+            if !limit.admits(&next) {
+                held = Some(next);
+                break;
+            }
+            batch.push(next);
+        }
+        writers.spawn(|slot| write(batch, slot));
+    }
+    writers.finish().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// At most `most` units per batch.
+    struct Units {
+        most: usize,
+        taken: usize,
+    }
+
+    impl BatchLimit<usize> for Units {
+        fn admits(&mut self, request: &usize) -> bool {
+            let fits = self.taken + request <= self.most;
+            if fits || self.taken == 0 {
+                self.taken += request;
+            }
+            fits
+        }
+    }
+
+    #[tokio::test]
+    async fn what_queued_meanwhile_is_written_in_batches_within_the_limit() {
+        let (queue, incoming) = mpsc::unbounded_channel();
+        for units in [3, 4, 2, 9, 1] {
+            queue.send(units).unwrap();
+        }
+        drop(queue);
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let sink = written.clone();
+        run(
+            incoming,
+            Writers::one(),
+            || Units { most: 8, taken: 0 },
+            move |batch, slot| {
+                sink.lock().unwrap().push((batch, slot));
+                async {}
+            },
+        )
+        .await;
+        // 3 + 4 fit, 2 would pass 8; 2 opens the next, 9 does not fit beside it; 9 alone
+        // exceeds the limit yet is written (a request is never split), 1 does not fit beside it.
+        let expected = vec![(vec![3, 4], 0), (vec![2], 0), (vec![9], 0), (vec![1], 0)];
+        assert_eq!(*written.lock().unwrap(), expected);
+    }
+}
