@@ -4,41 +4,40 @@
 //! database (or removed by hand) stops working within that second. At any
 //! rate of requests that is one read of the key per second.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use foldhash::HashMap;
+use quick_cache::sync::Cache;
 
 use crate::service::Principal;
 
 const TTL: Duration = Duration::from_secs(1);
-/// Past this many keys the cache starts over, so unknown tokens cannot grow it.
+/// Keys kept at most, so unknown tokens cannot grow it.
 const MAX_ENTRIES: usize = 10_000;
 
-#[derive(Default)]
 pub struct KeyCache {
-    entries: Mutex<HashMap<String, (Principal, Instant)>>,
+    entries: Cache<String, (Principal, Instant)>,
+}
+
+impl Default for KeyCache {
+    fn default() -> KeyCache {
+        KeyCache { entries: Cache::new(MAX_ENTRIES) }
+    }
 }
 
 impl KeyCache {
     /// The customer whose key has this token hash, if seen within the last
     /// second, or at any time before when `stale` (the database is away).
     pub fn get(&self, token_hash: &str, now: Instant, stale: bool) -> Option<Principal> {
-        let entries = self.entries.lock().expect("key cache lock");
-        entries.get(token_hash).filter(|(_, at)| stale || now.duration_since(*at) < TTL).map(|(key, _)| key.clone())
+        self.entries.get(token_hash).filter(|(_, at)| stale || now.duration_since(*at) < TTL).map(|(key, _)| key)
     }
 
     /// Forgets a revoked key.
     pub fn forget(&self, token_hash: &str) {
-        self.entries.lock().expect("key cache lock").remove(token_hash);
+        self.entries.remove(token_hash);
     }
 
     pub fn put(&self, token_hash: String, key: Principal, now: Instant) {
-        let mut entries = self.entries.lock().expect("key cache lock");
-        if entries.len() >= MAX_ENTRIES {
-            entries.clear();
-        }
-        entries.insert(token_hash, (key, now));
+        self.entries.insert(token_hash, (key, now));
     }
 }
 
@@ -66,9 +65,10 @@ mod tests {
     fn unknown_tokens_cannot_grow_it_past_its_bound() {
         let cache = KeyCache::default();
         let t0 = Instant::now();
-        for i in 0..MAX_ENTRIES + 5 {
+        for i in 0..2 * MAX_ENTRIES {
             cache.put(format!("h{i}"), Principal::Customer { customer_id: "c".into(), actor: "k".into() }, t0);
         }
-        assert!(cache.entries.lock().unwrap().len() <= MAX_ENTRIES);
+        assert!(cache.entries.len() as u64 <= cache.entries.capacity());
+        assert!(cache.entries.capacity() < (MAX_ENTRIES + MAX_ENTRIES / 8) as u64);
     }
 }

@@ -7,9 +7,10 @@
 //! own, yet never stores messages for a subscription as it was before a change
 //! committed ahead of it, whichever process made the change.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use foldhash::{HashMap, HashMapExt};
+use quick_cache::sync::Cache;
 use sea_orm::{ConnectionTrait, DbErr};
 
 use app::domain::operational::type_matches;
@@ -19,7 +20,7 @@ use crate::store::entities::{endpoint, subscription};
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
 use crate::store::subscriptions::{self, event_types, policy_of};
 
-/// Past this many customers the cache starts over, so it cannot grow without bound.
+/// Customers whose routing is kept at most.
 const MAX_CUSTOMERS: usize = 10_000;
 
 /// A subscription an event may be sent through, with its endpoint (`None`
@@ -57,26 +58,27 @@ pub struct Route {
     pub subscriptions: Vec<RoutedSubscription>,
 }
 
-#[derive(Default)]
 pub struct Routes {
-    known: Mutex<HashMap<String, Arc<Route>>>,
+    known: Cache<String, Arc<Route>>,
+}
+
+impl Default for Routes {
+    fn default() -> Routes {
+        Routes { known: Cache::new(MAX_CUSTOMERS) }
+    }
 }
 
 impl Routes {
     /// The routes of `customer_ids`, reading those not kept yet.
     pub async fn of(&self, db: &impl ConnectionTrait, customer_ids: &[String]) -> Result<Vec<Arc<Route>>, DbErr> {
-        let (mut routes, missing) = {
-            let known = self.known.lock().expect("routes lock");
-            let mut routes = Vec::with_capacity(customer_ids.len());
-            let mut missing = Vec::new();
-            for id in customer_ids {
-                match known.get(id) {
-                    Some(route) => routes.push(route.clone()),
-                    None => missing.push(id.clone()),
-                }
+        let mut routes = Vec::with_capacity(customer_ids.len());
+        let mut missing = Vec::new();
+        for id in customer_ids {
+            match self.known.get(id) {
+                Some(route) => routes.push(route),
+                None => missing.push(id.clone()),
             }
-            (routes, missing)
-        };
+        }
         if missing.is_empty() {
             return Ok(routes);
         }
@@ -95,13 +97,9 @@ impl Routes {
                 Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions })
             })
             .collect();
-        let mut known = self.known.lock().expect("routes lock");
-        if known.len() + read.len() > MAX_CUSTOMERS {
-            known.clear();
-        }
         for route in &read {
             if route.version.is_some() {
-                known.insert(route.customer_id.clone(), route.clone());
+                self.known.insert(route.customer_id.clone(), route.clone());
             }
         }
         routes.extend(read);
@@ -110,9 +108,8 @@ impl Routes {
 
     /// Drops what is kept of these customers: their routing changed.
     pub fn forget(&self, customer_ids: &[String]) {
-        let mut known = self.known.lock().expect("routes lock");
         for id in customer_ids {
-            known.remove(id);
+            self.known.remove(id);
         }
     }
 }

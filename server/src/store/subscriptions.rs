@@ -3,10 +3,10 @@
 //! and retry policy).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 
 use app::domain::policy::RetryPolicy;
-
+use quick_cache::sync::Cache;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
@@ -171,8 +171,8 @@ pub fn policy_of(sub: &subscription::Model) -> Arc<RetryPolicy> {
 }
 
 fn stored_policy(text: &str) -> Arc<RetryPolicy> {
-    if let Some(policy) = POLICIES.lock().expect("policies lock").get(text) {
-        return policy.clone();
+    if let Some(policy) = POLICIES.get(text) {
+        return policy;
     }
     let policy = Arc::new(
         serde_json::from_str(text)
@@ -180,19 +180,14 @@ fn stored_policy(text: &str) -> Arc<RetryPolicy> {
             .and_then(|v| RetryPolicy::parse(&v, "retry_policy").ok())
             .unwrap_or_else(RetryPolicy::default_policy),
     );
-    let mut known = POLICIES.lock().expect("policies lock");
-    if known.len() >= MAX_POLICIES {
-        known.clear();
-    }
-    known.insert(text.to_string(), policy.clone());
+    POLICIES.insert(text.to_string(), policy.clone());
     policy
 }
 
 /// The retry policies read so far, by their stored text. Every publish and every
 /// delivery needs its subscription's policy; reading the JSON each time cost more
-/// than this lookup. Few distinct texts exist (presets, mostly); past the bound
-/// the map starts over.
-static POLICIES: LazyLock<Mutex<foldhash::HashMap<String, Arc<RetryPolicy>>>> = LazyLock::new(Default::default);
+/// than this lookup. Few distinct texts exist (presets, mostly).
+static POLICIES: LazyLock<Cache<String, Arc<RetryPolicy>>> = LazyLock::new(|| Cache::new(MAX_POLICIES));
 const MAX_POLICIES: usize = 1024;
 
 #[cfg(test)]

@@ -2,13 +2,11 @@
 //! takes it and whether it names a private address literally, and reading the
 //! text twice for every delivery cost more than looking it up.
 
-use std::sync::Mutex;
-
 use app::domain::target::TargetUrl;
-use foldhash::HashMap;
+use quick_cache::sync::Cache;
 use url::Url;
 
-/// URLs kept at most; past this the table starts again (a miss costs one parse).
+/// URLs kept at most (a miss costs one parse).
 const MOST: usize = 4096;
 
 /// Where a delivery goes, as read from its subscription's URL.
@@ -24,25 +22,21 @@ pub enum Destination {
 
 pub struct Destinations {
     allow_private: bool,
-    read: Mutex<HashMap<String, Destination>>,
+    read: Cache<String, Destination>,
 }
 
 impl Destinations {
     pub fn new(allow_private: bool) -> Destinations {
-        Destinations { allow_private, read: Mutex::default() }
+        Destinations { allow_private, read: Cache::new(MOST) }
     }
 
     pub fn of(&self, raw: &str) -> Destination {
-        if let Some(target) = self.read.lock().expect("never poisoned").get(raw) {
-            return target.clone();
+        if let Some(destination) = self.read.get(raw) {
+            return destination;
         }
-        let target = self.read_url(raw);
-        let mut read = self.read.lock().expect("never poisoned");
-        if read.len() >= MOST {
-            read.clear();
-        }
-        read.insert(raw.to_string(), target.clone());
-        target
+        let destination = self.read_url(raw);
+        self.read.insert(raw.to_string(), destination.clone());
+        destination
     }
 
     fn read_url(&self, raw: &str) -> Destination {
@@ -69,20 +63,21 @@ mod tests {
 
     #[test]
     fn a_url_is_read_the_same_from_the_table_as_the_first_time() {
-        let targets = Destinations::new(false);
+        let destinations = Destinations::new(false);
         let url = "https://example.com:8443/a/b?c=d";
-        let first = targets.of(url);
+        let first = destinations.of(url);
         assert_eq!(first, Destination::Send(Url::parse(url).unwrap()));
-        assert_eq!(targets.of(url), first);
-        assert!(matches!(targets.of("not a url"), Destination::Invalid(detail) if detail.contains("not a url")));
+        assert_eq!(destinations.of(url), first);
+        assert!(matches!(destinations.of("not a url"), Destination::Invalid(detail) if detail.contains("not a url")));
     }
 
     #[test]
-    fn the_table_starts_again_when_full() {
-        let targets = Destinations::new(false);
-        for n in 0..MOST + 1 {
-            targets.of(&format!("https://example.com/{n}"));
+    fn the_table_keeps_at_most_its_bound() {
+        let destinations = Destinations::new(false);
+        for n in 0..2 * MOST {
+            destinations.of(&format!("https://example.com/{n}"));
         }
-        assert_eq!(targets.read.lock().unwrap().len(), 1);
+        assert!(destinations.read.len() as u64 <= destinations.read.capacity());
+        assert!(destinations.read.capacity() < (MOST + MOST / 8) as u64);
     }
 }

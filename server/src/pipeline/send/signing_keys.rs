@@ -3,15 +3,15 @@
 //! subscription's secrets change only when it is rotated: a rotation stores
 //! new sealed values, which are opened when first seen.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use app::domain::signing::SigningKey;
-use foldhash::HashMap;
+use quick_cache::sync::Cache;
 
 use crate::secrets::Sealer;
 use crate::store::entities::subscription;
 
-/// Past this many subscriptions the cache starts over, so that it stays bounded.
+/// Subscriptions whose keys are kept at most.
 const MAX_ENTRIES: usize = 10_000;
 
 /// One sealed secret and what it opened to; `None` when it did not open.
@@ -35,7 +35,7 @@ impl Secrets {
 
 pub struct SigningKeys {
     sealer: Arc<Sealer>,
-    by_subscription: Mutex<HashMap<String, Arc<Secrets>>>,
+    by_subscription: Cache<String, Arc<Secrets>>,
 }
 
 /// The keys a request is signed with: the current secret's, then the previous one's while it is valid.
@@ -53,25 +53,20 @@ impl Keys {
 
 impl SigningKeys {
     pub fn new(sealer: Arc<Sealer>) -> SigningKeys {
-        SigningKeys { sealer, by_subscription: Mutex::default() }
+        SigningKeys { sealer, by_subscription: Cache::new(MAX_ENTRIES) }
     }
 
     /// Every secret of `sub` still valid at `now_ms`, opened.
     pub fn of(&self, sub: &subscription::Model, now_ms: i64) -> Keys {
         let with_previous = sub.previous_secret_expires_at.is_some_and(|until| until > now_ms);
-        let cached = self.by_subscription.lock().expect("signing keys").get(&sub.id).cloned();
-        let secrets = match cached {
+        let secrets = match self.by_subscription.get(&sub.id) {
             Some(secrets) if secrets.matches(sub) => secrets,
             _ => {
                 let secrets = Arc::new(Secrets {
                     current: self.open(sub, &sub.secret),
                     previous: sub.previous_secret.as_deref().map(|sealed| self.open(sub, sealed)),
                 });
-                let mut by_subscription = self.by_subscription.lock().expect("signing keys");
-                if by_subscription.len() >= MAX_ENTRIES {
-                    by_subscription.clear();
-                }
-                by_subscription.insert(sub.id.clone(), secrets.clone());
+                self.by_subscription.insert(sub.id.clone(), secrets.clone());
                 secrets
             }
         };
