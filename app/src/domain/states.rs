@@ -2,14 +2,23 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Declares a string-backed enum with `as_str`, `parse`, serde and its OpenAPI schema in one place.
+/// Declares a string-backed enum with `as_str`, `parse`, serde, its OpenAPI schema and (feature
+/// `db`) its database column type in one place, so a stored state is read and written as the enum.
 /// The schema is written out, not derived: utoipa's derive does not see serde renames passed
 /// through a macro and would document `Pending` where the JSON says `pending`.
 macro_rules! text_enum {
     ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "db", derive(sea_orm::DeriveValueType), sea_orm(value_type = "String"))]
         pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownText;
+            fn from_str(text: &str) -> Result<Self, UnknownText> {
+                $name::parse(text).ok_or_else(|| UnknownText { kind: stringify!($name), text: text.to_string() })
+            }
+        }
 
         #[cfg(feature = "ssr")]
         impl utoipa::PartialSchema for $name {
@@ -44,6 +53,14 @@ macro_rules! text_enum {
             }
         }
     };
+}
+
+/// Stored text that names no variant of the enum it is read as.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a {kind}")]
+pub struct UnknownText {
+    pub kind: &'static str,
+    pub text: String,
 }
 
 text_enum!(

@@ -336,7 +336,7 @@ fn lease(
     token: i64,
 ) -> Option<Reservation> {
     let reserved = parts.handoff.reserve(&endpoint.id)?;
-    msg.state = MessageState::Delivering.as_str().into();
+    msg.state = MessageState::Delivering;
     msg.next_attempt_at = Some(now + parts.lease_ms);
     msg.lease_token = Some(token);
     Some(reserved)

@@ -132,6 +132,8 @@ pub fn routed_by(routes: &[Arc<Route>]) -> Routed {
 
 #[cfg(test)]
 mod tests {
+    use app::domain::states::{ContentMode, SubscriptionStatus};
+
     use super::*;
 
     fn subscription(event_types: &str) -> subscription::Model {
@@ -144,8 +146,8 @@ mod tests {
             event_types: event_types.into(),
             retry_policy: "{}".into(),
             timeout_ms: 5_000,
-            content_mode: "structured".into(),
-            status: "active".into(),
+            content_mode: ContentMode::Structured,
+            status: SubscriptionStatus::Active,
             secret: String::new(),
             previous_secret: None,
             previous_secret_expires_at: None,

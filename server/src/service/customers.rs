@@ -101,7 +101,7 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
         id: new_id("usr"),
         username,
         password_hash: hash_password(&password),
-        role: role.as_str().to_string(),
+        role,
         customer_id,
         created_at: services.now_ms(),
     };
@@ -179,7 +179,7 @@ pub async fn ensure_admin_user(services: &Services) -> Result<()> {
         id: new_id("usr"),
         username: "admin".into(),
         password_hash: hash_password(&password),
-        role: Role::Admin.as_str().into(),
+        role: Role::Admin,
         customer_id: None,
         created_at: services.now_ms(),
     };

@@ -71,7 +71,7 @@ pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Bac
         .into_iter()
         .next()
         .ok_or(ServiceError::NotFound("endpoint"))?;
-    if row.state == EndpointState::Closed.as_str() {
+    if row.state == EndpointState::Closed {
         return Err(ServiceError::Conflict("the endpoint is closed: there is nothing to unlock".into()));
     }
     let mut circuit = circuit_of(&row);

@@ -84,7 +84,7 @@ fn new_endpoint(services: &Services, customer_id: &str, url: &TargetUrl) -> endp
         id: new_id("ep"),
         customer_id: customer_id.to_string(),
         url: url.endpoint_key(),
-        state: EndpointState::Closed.as_str().into(),
+        state: EndpointState::Closed,
         consecutive_failures: 0,
         window_buckets: "[]".into(),
         last_success_at: None,
@@ -116,8 +116,8 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
         event_types: serde_json::to_string(&c.event_types.unwrap_or_default()).unwrap_or_default(),
         retry_policy: policy.to_json().to_string(),
         timeout_ms: c.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS) as i32,
-        content_mode: c.content_mode.unwrap_or(ContentMode::Structured).as_str().into(),
-        status: c.status.unwrap_or(SubscriptionStatus::Active).as_str().into(),
+        content_mode: c.content_mode.unwrap_or(ContentMode::Structured),
+        status: c.status.unwrap_or(SubscriptionStatus::Active),
         previous_secret: None,
         previous_secret_expires_at: None,
         created_at: now,
@@ -162,13 +162,13 @@ pub async fn list(
 pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
     let c = parse_changes(body, false, services.settings.allow_private_targets)?;
     let mut row = visible(services, who, id).await?;
-    let was_paused = row.status == SubscriptionStatus::Paused.as_str();
+    let was_paused = row.status == SubscriptionStatus::Paused;
     let txn = services.db.begin().await?;
     if let Some(url) = c.url
         && url.as_str() != row.url
     {
         let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &row.customer_id, &url)).await?;
-        let locked = endpoint.state == EndpointState::Locked.as_str();
+        let locked = endpoint.state == EndpointState::Locked;
         messages::move_to_endpoint(&txn, &row.id, &endpoint.id, locked, services.now_ms()).await?;
         notify::send(&txn, services.pipeline.wake.origin()).await?;
         row.url = url.as_str().to_string();
@@ -187,18 +187,18 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
         row.timeout_ms = timeout as i32;
     }
     if let Some(mode) = c.content_mode {
-        row.content_mode = mode.as_str().into();
+        row.content_mode = mode;
     }
     if let Some(status) = c.status {
-        row.status = status.as_str().into();
+        row.status = status;
     }
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
-    let resumed = was_paused && row.status == SubscriptionStatus::Active.as_str();
+    let resumed = was_paused && row.status == SubscriptionStatus::Active;
     if resumed {
         // What the pause held is due now, its TTL starting now, at the subscription's current URL.
         let endpoint = endpoints::get(&txn, &row.endpoint_id).await?;
-        let locked = endpoint.is_some_and(|e| e.state == EndpointState::Locked.as_str());
+        let locked = endpoint.is_some_and(|e| e.state == EndpointState::Locked);
         let ttl_ms = policy_of(&row).ttl_secs as i64 * 1000;
         messages::release_paused(&txn, &row.id, &row.endpoint_id, locked, ttl_ms, row.updated_at).await?;
         notify::send(&txn, services.pipeline.wake.origin()).await?;

@@ -40,7 +40,7 @@ pub fn view(row: user::Model) -> dto::User {
     dto::User {
         id: row.id,
         username: row.username,
-        role: Role::parse(&row.role).unwrap_or(Role::Customer),
+        role: row.role,
         customer_id: row.customer_id,
         created_at: to_utc(row.created_at),
     }
@@ -54,8 +54,8 @@ pub async fn list(services: &Services, who: &Principal) -> Result<Vec<dto::User>
 /// What the dashboard acts as for this user.
 pub fn principal(row: &user::Model) -> Principal {
     let actor = format!("user:{}", row.username);
-    match (Role::parse(&row.role), &row.customer_id) {
-        (Some(Role::Admin), _) | (_, None) => Principal::Admin { actor },
+    match (row.role, &row.customer_id) {
+        (Role::Admin, _) | (_, None) => Principal::Admin { actor },
         (_, Some(customer_id)) => Principal::Customer { customer_id: customer_id.clone(), actor },
     }
 }

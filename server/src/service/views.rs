@@ -2,7 +2,6 @@
 
 use app::domain::breaker::Window;
 use app::domain::dto;
-use app::domain::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, SubscriptionStatus};
 use serde_json::Value;
 
 use crate::clock::to_utc;
@@ -33,8 +32,8 @@ pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Su
         event_types: serde_json::from_str(&row.event_types).unwrap_or_default(),
         retry_policy: json_text(&row.retry_policy),
         timeout_ms: row.timeout_ms as u32,
-        content_mode: ContentMode::parse(&row.content_mode).unwrap_or(ContentMode::Structured),
-        status: SubscriptionStatus::parse(&row.status).unwrap_or(SubscriptionStatus::Active),
+        content_mode: row.content_mode,
+        status: row.status,
         endpoint_id: row.endpoint_id,
         created_at: to_utc(row.created_at),
         updated_at: to_utc(row.updated_at),
@@ -49,7 +48,7 @@ pub fn message(row: message::Model) -> dto::Message {
         subscription_id: row.subscription_id,
         endpoint_id: row.endpoint_id,
         event_type: row.event_type,
-        state: MessageState::parse(&row.state).unwrap_or(MessageState::Pending),
+        state: row.state,
         dead_reason: row.dead_reason,
         attempt_count: row.attempt_count as u32,
         // A message its subscription's pause holds has no time yet.
@@ -66,8 +65,8 @@ pub fn attempt(row: attempt::Model) -> dto::Attempt {
         started_at: to_utc(row.started_at),
         duration_ms: row.duration_ms.max(0) as u64,
         status_code: row.status_code.map(|s| s as u16),
-        error_kind: row.error_kind.as_deref().and_then(ErrorKind::parse),
-        outcome: Outcome::parse(&row.outcome).unwrap_or(Outcome::Permanent),
+        error_kind: row.error_kind,
+        outcome: row.outcome,
         error_detail: row.error_detail,
         request_headers: json_text(&row.request_headers),
         response_headers: json_text(&row.response_headers),
@@ -83,7 +82,7 @@ pub fn endpoint(row: endpoint::Model, now_ms: i64, window_ms: i64) -> dto::Endpo
         id: row.id,
         customer_id: row.customer_id,
         url: row.url,
-        state: EndpointState::parse(&row.state).unwrap_or(EndpointState::Closed),
+        state: row.state,
         consecutive_failures: row.consecutive_failures.max(0) as u64,
         window_attempts,
         window_failures,

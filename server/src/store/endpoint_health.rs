@@ -81,10 +81,10 @@ pub async fn tallies(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> 
     let rows = db.query_all_raw(statement(backend, &tallies_sql(scanned), w.values())).await?;
     rows.iter()
         .map(|row| {
-            let outcome: String = row.try_get("", "outcome")?;
+            let outcome: Outcome = row.try_get("", "outcome")?;
             let status: Option<i32> = row.try_get("", "status_code")?;
             let error: Option<String> = row.try_get("", "error_kind")?;
-            let success = outcome == Outcome::Success.as_str();
+            let success = outcome == Outcome::Success;
             Ok(Tally {
                 hour: row.try_get("", "hour")?,
                 success,
@@ -242,7 +242,7 @@ mod tests {
                 status_code: Some(status),
                 error_kind: None,
                 error_detail: None,
-                outcome: if status == 200 { "success" } else { "retryable" }.into(),
+                outcome: if status == 200 { Outcome::Success } else { Outcome::Retryable },
                 request_headers: "{}".into(),
                 response_headers: "{}".into(),
                 response_body: None,

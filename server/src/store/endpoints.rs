@@ -97,13 +97,12 @@ pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Ve
 
 /// The endpoint's gate, read from its state alone (its window stays unparsed).
 pub fn gate_of(row: &endpoint::Model, now_ms: i64) -> Gate {
-    let state = EndpointState::parse(&row.state).unwrap_or(EndpointState::Closed);
-    Gate::of(state, row.next_probe_at, now_ms)
+    Gate::of(row.state, row.next_probe_at, now_ms)
 }
 
 pub fn circuit_of(row: &endpoint::Model) -> Circuit {
     Circuit {
-        state: EndpointState::parse(&row.state).unwrap_or(EndpointState::Closed),
+        state: row.state,
         consecutive_failures: row.consecutive_failures.max(0) as u64,
         window: Window::from_json(&row.window_buckets),
         last_success_at: row.last_success_at,
@@ -255,12 +254,12 @@ pub async fn take_probe(db: &impl ConnectionTrait, id: &str, now_ms: i64, probe_
 mod tests {
     use super::*;
 
-    fn row(state: &str, next_probe_at: Option<i64>) -> endpoint::Model {
+    fn row(state: EndpointState, next_probe_at: Option<i64>) -> endpoint::Model {
         endpoint::Model {
             id: "ep_1".into(),
             customer_id: "cus_1".into(),
             url: "https://example.com/hook".into(),
-            state: state.into(),
+            state,
             consecutive_failures: 3,
             window_buckets: "not json".into(),
             last_success_at: None,
@@ -273,10 +272,11 @@ mod tests {
 
     #[test]
     fn the_gate_read_from_the_state_alone_is_the_circuits_gate() {
-        for (state, probe) in [("closed", None), ("locked", None), ("disabled", Some(2_000)), ("disabled", Some(500))] {
+        use EndpointState::{Closed, Disabled, Locked};
+        for (state, probe) in [(Closed, None), (Locked, None), (Disabled, Some(2_000)), (Disabled, Some(500))] {
             let row = row(state, probe);
             assert_eq!(gate_of(&row, 1_000), circuit_of(&row).gate(1_000), "{state} {probe:?}");
         }
-        assert_eq!(gate_of(&row("disabled", Some(2_000)), 1_000), Gate::Defer { until_ms: 2_000 });
+        assert_eq!(gate_of(&row(Disabled, Some(2_000)), 1_000), Gate::Defer { until_ms: 2_000 });
     }
 }

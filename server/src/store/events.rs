@@ -3,6 +3,7 @@
 
 use std::sync::LazyLock;
 
+use app::domain::states::EndpointState;
 use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -45,7 +46,7 @@ pub struct RoutedCustomer {
 #[derive(Debug, serde::Serialize)]
 pub struct RoutedEndpoint {
     pub id: String,
-    pub state: String,
+    pub state: EndpointState,
 }
 
 impl Routed {

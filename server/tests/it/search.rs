@@ -2,6 +2,7 @@
 //! a page that runs out of it before it fills stops short, says how far back it searched, and
 //! its cursor searches on from there.
 
+use app::domain::states::MessageState;
 use herald::store::entities::{event, message};
 use herald::store::page::SCAN_BUDGET;
 use serde_json::Value;
@@ -37,7 +38,7 @@ pub(crate) async fn rare_under_common(app: &TestApp, customer_id: &str) -> [(Str
             subscription_id: "sub_1".into(),
             endpoint_id: "ep_1".into(),
             event_type: event_type.into(),
-            state: "delivered".into(),
+            state: MessageState::Delivered,
             dead_reason: None,
             attempt_count: 1,
             attempt_base: 0,

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use app::domain::states::{MessageState, Outcome};
 use herald::config::SqliteSynchronous;
 use herald::ids::new_id;
 use herald::store::entities::{attempt, endpoint, event, message, subscription};
@@ -196,7 +197,7 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
                 subscription_id: sub.id.clone(),
                 endpoint_id: endpoint_id.clone(),
                 event_type,
-                state: if dead { "dead" } else { "delivered" }.into(),
+                state: if dead { MessageState::Dead } else { MessageState::Delivered },
                 dead_reason: dead.then(|| "non_retryable".into()),
                 attempt_count: 1,
                 attempt_base: 0,
@@ -219,7 +220,7 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
                 status_code: Some(status),
                 error_kind: None,
                 error_detail: None,
-                outcome: if dead { "permanent" } else { "success" }.into(),
+                outcome: if dead { Outcome::Permanent } else { Outcome::Success },
                 request_headers: "{}".into(),
                 response_headers: "{}".into(),
                 response_body: Some(if dead { "bad request" } else { "ok" }.into()),
@@ -231,7 +232,7 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
         let recent = attempts.iter().filter(|a| a.started_at >= since).map(|a| store::counts::Attempted {
             customer_id: &a.customer_id,
             started_at: a.started_at,
-            succeeded: a.outcome == "success",
+            succeeded: a.outcome == Outcome::Success,
         });
         let txn = db.begin().await?;
         store::bulk::insert(&txn, &events).await?;

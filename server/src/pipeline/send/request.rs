@@ -31,8 +31,8 @@ pub fn build(
     (trace, span_id): (&MessageTrace, [u8; 8]),
 ) -> Option<Outgoing> {
     let mut headers = HeaderMap::with_capacity(10);
-    let body = match ContentMode::parse(&sub.content_mode) {
-        Some(ContentMode::Binary) => {
+    let body = match sub.content_mode {
+        ContentMode::Binary => {
             let event = serde_json::from_str(payload).ok().and_then(CloudEvent::from_stored)?;
             let binary = event.binary();
             for (name, value) in binary.headers {
@@ -45,7 +45,7 @@ pub fn build(
         }
         // The stored payload is the event serialized as `CloudEvent::stored_text` does it:
         // sent as it is, without reading it back and writing it again.
-        _ => {
+        ContentMode::Structured => {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/cloudevents+json"));
             payload.as_bytes().to_vec()
         }

@@ -92,6 +92,8 @@ impl SigningKeys {
 mod tests {
     use app::domain::signing::{SigningKey, secret_from_bytes};
 
+    use app::domain::states::{ContentMode, SubscriptionStatus};
+
     use super::*;
     use crate::secrets::SecretKey;
 
@@ -105,8 +107,8 @@ mod tests {
             event_types: "[\"*\"]".into(),
             retry_policy: "{}".into(),
             timeout_ms: 1000,
-            content_mode: "structured".into(),
-            status: "active".into(),
+            content_mode: ContentMode::Structured,
+            status: SubscriptionStatus::Active,
             secret: sealer.seal(secret, "sub_1"),
             previous_secret: None,
             previous_secret_expires_at: None,

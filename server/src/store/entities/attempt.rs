@@ -1,3 +1,4 @@
+use app::domain::states::{ErrorKind, Outcome};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize)]
@@ -11,9 +12,9 @@ pub struct Model {
     pub started_at: i64,
     pub duration_ms: i64,
     pub status_code: Option<i32>,
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub error_detail: Option<String>,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub request_headers: String,
     pub response_headers: String,
     pub response_body: Option<String>,

@@ -1,3 +1,4 @@
+use app::domain::states::EndpointState;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ pub struct Model {
     pub id: String,
     pub customer_id: String,
     pub url: String,
-    pub state: String,
+    pub state: EndpointState,
     pub consecutive_failures: i64,
     pub window_buckets: String,
     pub last_success_at: Option<i64>,

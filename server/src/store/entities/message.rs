@@ -1,3 +1,4 @@
+use app::domain::states::MessageState;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize)]
@@ -10,7 +11,7 @@ pub struct Model {
     pub subscription_id: String,
     pub endpoint_id: String,
     pub event_type: String,
-    pub state: String,
+    pub state: MessageState,
     pub dead_reason: Option<String>,
     pub attempt_count: i32,
     pub attempt_base: i32,
@@ -42,7 +43,7 @@ impl Model {
             subscription_id: "sub_1".into(),
             endpoint_id: endpoint_id.into(),
             event_type: "t".into(),
-            state: "delivering".into(),
+            state: MessageState::Delivering,
             dead_reason: None,
             attempt_count: 0,
             attempt_base: 0,

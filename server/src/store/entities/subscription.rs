@@ -1,3 +1,4 @@
+use app::domain::states::{ContentMode, SubscriptionStatus};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -12,8 +13,8 @@ pub struct Model {
     pub event_types: String,
     pub retry_policy: String,
     pub timeout_ms: i32,
-    pub content_mode: String,
-    pub status: String,
+    pub content_mode: ContentMode,
+    pub status: SubscriptionStatus,
     pub secret: String,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<i64>,

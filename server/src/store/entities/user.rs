@@ -1,3 +1,4 @@
+use app::domain::states::Role;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -7,7 +8,7 @@ pub struct Model {
     pub id: String,
     pub username: String,
     pub password_hash: String,
-    pub role: String,
+    pub role: Role,
     pub customer_id: Option<String>,
     pub created_at: i64,
 }

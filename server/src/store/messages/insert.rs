@@ -49,8 +49,8 @@ pub const PAUSED: i64 = i64::MAX;
 pub fn message_for(event: &event::Model, sub: &subscription::Model, ttl_ms: i64, now: i64) -> message::Model {
     let mut msg = pending_message(event, sub.id.clone(), sub.endpoint_id.clone(), now);
     msg.expires_at = now + ttl_ms;
-    if sub.status == SubscriptionStatus::Paused.as_str() {
-        msg.state = MessageState::Held.as_str().into();
+    if sub.status == SubscriptionStatus::Paused {
+        msg.state = MessageState::Held;
         msg.next_attempt_at = Some(PAUSED);
     }
     msg
@@ -64,7 +64,7 @@ pub fn pending_message(event: &event::Model, subscription_id: String, endpoint_i
         subscription_id,
         endpoint_id,
         event_type: event.event_type.clone(),
-        state: MessageState::Pending.as_str().into(),
+        state: MessageState::Pending,
         dead_reason: None,
         attempt_count: 0,
         attempt_base: 0,

@@ -123,7 +123,7 @@ fn recording_arrays(ends: &[End], attempts: &[attempt::Model]) -> Vec<Value> {
         arrays.push("started_at", a.started_at.into());
         arrays.push("duration_ms", a.duration_ms.into());
         arrays.push("status_code", a.status_code.into());
-        arrays.push("error_kind", a.error_kind.as_deref().into());
+        arrays.push("error_kind", a.error_kind.map(|kind| kind.as_str()).into());
         arrays.push("error_detail", a.error_detail.as_deref().into());
         arrays.push("outcome", a.outcome.as_str().into());
         arrays.push("request_headers", a.request_headers.as_str().into());
