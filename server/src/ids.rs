@@ -34,7 +34,7 @@ pub fn first_id_at(prefix: &str, ms: i64) -> String {
     format!("{prefix}_{}", ulid::Ulid::from_parts(ms.max(0) as u64, 0))
 }
 
-/// The 128 bits of an id's ULID (`msg_01J…`): the traces of `app::domain::trace` are named by them.
+/// The 128 bits of an id's ULID (`msg_01J…`): the traces of `domain::trace` are named by them.
 pub fn id_bits(id: &str) -> Option<[u8; 16]> {
     let (_, ulid) = id.split_once('_')?;
     ulid::Ulid::from_string(ulid).ok().map(|u| u.to_bytes())

@@ -2,9 +2,9 @@
 
 use std::sync::{LazyLock, OnceLock};
 
-use app::domain::health::ATTEMPT_CLASSES;
-use app::domain::policy::DeadReason;
-use app::domain::states::Outcome;
+use domain::health::ATTEMPT_CLASSES;
+use domain::policy::DeadReason;
+use domain::states::Outcome;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
@@ -50,7 +50,7 @@ pub struct Hot {
 }
 
 impl Hot {
-    /// `class` is one of [`ATTEMPT_CLASSES`] (see `app::domain::health::attempt_class`).
+    /// `class` is one of [`ATTEMPT_CLASSES`] (see `domain::health::attempt_class`).
     pub fn attempts(&self, outcome: Outcome, class: &'static str) -> &Counter {
         let o = Outcome::ALL.iter().position(|o| *o == outcome).expect("every outcome is listed");
         let c = ATTEMPT_CLASSES.iter().position(|c| *c == class).unwrap_or(ATTEMPT_CLASSES.len() - 1);

@@ -9,8 +9,8 @@ use http::request::Parts;
 use serde_json::Value;
 
 use super::UiError;
-use crate::domain::dto::*;
-pub use crate::domain::dto::{ArchiveFilter, LogFilter};
+use domain::dto::*;
+pub use domain::dto::{ArchiveFilter, LogFilter};
 
 pub type SharedBackend = Arc<dyn Backend>;
 

@@ -6,7 +6,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use super::server_fns::{Logout, get_viewer};
-use crate::domain::dto::{Bucket, Choice, Viewer};
+use domain::dto::{Bucket, Choice, Viewer};
 
 /// The page frame: navigation for the logged-in user, and the page's content.
 /// Pages that need a login render their content only when `viewer` is known.

@@ -5,9 +5,9 @@
 use leptos::prelude::*;
 use serde_json::{Value, json};
 
-use crate::domain::dto::*;
 #[cfg(feature = "ssr")]
 use crate::ui::components::urlencode;
+use domain::dto::*;
 
 #[cfg(feature = "ssr")]
 mod ssr {
@@ -15,7 +15,7 @@ mod ssr {
 
     use super::super::UiError;
     use super::super::backend::SharedBackend;
-    use crate::domain::dto::Viewer;
+    use domain::dto::Viewer;
 
     pub fn backend() -> (SharedBackend, http::request::Parts) {
         (expect_context::<SharedBackend>(), expect_context::<http::request::Parts>())

@@ -1,10 +1,10 @@
 //! Admin routes: customers, API keys, users, the audit log.
 
-use app::domain::dto;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use domain::dto;
 use serde::Deserialize;
 
 use super::extract::{JsonBody, Params};

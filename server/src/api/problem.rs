@@ -1,9 +1,9 @@
 //! The one error type of the HTTP layer: every failure becomes an RFC 9457
 //! `application/problem+json` body, with the status decided here and only here.
 
-use app::domain::errors::FieldError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use domain::errors::FieldError;
 use serde::Serialize;
 
 use crate::service::ServiceError;

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use app::domain::states::{ContentMode, MessageState, SubscriptionStatus};
+use domain::states::{ContentMode, MessageState, SubscriptionStatus};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{

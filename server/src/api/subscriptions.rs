@@ -1,10 +1,10 @@
 //! Subscription routes.
 
-use app::domain::dto;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use domain::dto;
 use serde::Deserialize;
 
 use super::admin::PageParams;

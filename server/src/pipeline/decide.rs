@@ -1,8 +1,8 @@
 //! From what the receiver answered to the attempt's outcome and the message's
 //! next state, by the subscription's retry policy. No I/O.
 
-use app::domain::policy::{DeadReason, Failure, Next, RetryPolicy};
-use app::domain::states::{ErrorKind, MessageState, Outcome};
+use domain::policy::{DeadReason, Failure, Next, RetryPolicy};
+use domain::states::{ErrorKind, MessageState, Outcome};
 
 use super::send::http::Received;
 use crate::store::entities::message;
@@ -118,7 +118,7 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use app::domain::policy::Preset;
+    use domain::policy::Preset;
 
     fn message() -> message::Model {
         message::Model::leased_sample("msg_1", "ep_1")

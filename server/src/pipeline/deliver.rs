@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use app::domain::breaker::Gate;
-use app::domain::health::attempt_class;
-use app::domain::policy::DeadReason;
-use app::domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
-use app::domain::trace::{EventTrace, MessageTrace, span_id};
+use domain::breaker::Gate;
+use domain::health::attempt_class;
+use domain::policy::DeadReason;
+use domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
+use domain::trace::{EventTrace, MessageTrace, span_id};
 use sea_orm::TransactionTrait;
 use tokio::sync::Semaphore;
 

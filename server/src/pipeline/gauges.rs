@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use app::domain::states::{EndpointState, MessageState};
+use domain::states::{EndpointState, MessageState};
 use sea_orm::{DatabaseConnection, DbBackend, DbErr};
 use tokio::sync::watch;
 

@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use app::domain::breaker::Gate;
-use app::domain::dto::{PublishResult, PublishedEvent};
-use app::domain::event::CloudEvent;
-use app::domain::states::MessageState;
+use domain::breaker::Gate;
+use domain::dto::{PublishResult, PublishedEvent};
+use domain::event::CloudEvent;
+use domain::states::MessageState;
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};

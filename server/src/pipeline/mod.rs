@@ -33,8 +33,8 @@ mod wakeup;
 
 use std::sync::Arc;
 
-use app::domain::dto::PublishResult;
-use app::domain::event::CloudEvent;
+use domain::dto::PublishResult;
+use domain::event::CloudEvent;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::clock::SharedClock;

@@ -1,4 +1,4 @@
-//! Writing operational events (`app::domain::operational`): each is written in
+//! Writing operational events (`domain::operational`): each is written in
 //! the transaction of the change it reports, as an event of the customer with a
 //! pending message for every subscription that names its type. So it is stored,
 //! signed, retried and listed like any event, is never lost when the change
@@ -11,8 +11,8 @@
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{ConnectionTrait, DbErr};
 
-use app::domain::operational::{self, EndpointReport, Report};
-use app::domain::policy::DeadReason;
+use domain::operational::{self, EndpointReport, Report};
+use domain::policy::DeadReason;
 
 use super::Pipeline;
 use crate::ids::new_id;

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use foldhash::HashSet;
 
-use app::domain::breaker::{Circuit, Transition};
-use app::domain::operational::{EndpointReport, announced};
-use app::domain::states::{EndpointState, MessageState, Outcome};
+use domain::breaker::{Circuit, Transition};
+use domain::operational::{EndpointReport, announced};
+use domain::states::{EndpointState, MessageState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 

@@ -13,8 +13,8 @@ use foldhash::{HashMap, HashMapExt};
 use quick_cache::sync::Cache;
 use sea_orm::{ConnectionTrait, DbErr};
 
-use app::domain::operational::type_matches;
-use app::domain::policy::RetryPolicy;
+use domain::operational::type_matches;
+use domain::policy::RetryPolicy;
 
 use crate::store::entities::{endpoint, subscription};
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
@@ -132,7 +132,7 @@ pub fn routed_by(routes: &[Arc<Route>]) -> Routed {
 
 #[cfg(test)]
 mod tests {
-    use app::domain::states::{ContentMode, SubscriptionStatus};
+    use domain::states::{ContentMode, SubscriptionStatus};
 
     use super::*;
 

@@ -1,6 +1,6 @@
 //! Spans of publishes and attempts, exported over OTLP/HTTP when `otlp_endpoint` is set
 //! (README, "Traces"). Herald chooses its spans' ids itself (the ids its requests carry, see
-//! `app::domain::trace`), so each span is handed to the SDK's batch processor finished: no
+//! `domain::trace`), so each span is handed to the SDK's batch processor finished: no
 //! tracer or context runs on the hot path. The processor exports from a thread of its own
 //! and drops spans rather than wait when its queue is full; without an endpoint, none of
 //! this exists.
@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
 
-use app::domain::trace::{EventTrace, MessageTrace, SAMPLED, own_trace_id, publish_span_id};
+use domain::trace::{EventTrace, MessageTrace, SAMPLED, own_trace_id, publish_span_id};
 use opentelemetry::trace::{Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
 use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_otlp::WithExportConfig;

@@ -3,7 +3,7 @@
 //! which customer, and a small JSON of the change, never a secret). Herald's
 //! own circuit changes are written by the pipeline with the actor `system`.
 
-use app::domain::dto;
+use domain::dto;
 use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 

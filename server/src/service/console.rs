@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use app::domain::dto::{self, Choice, EventEntry, LogEntry};
+use domain::dto::{self, Choice, EventEntry, LogEntry};
 
 use super::{Principal, Result, Services};
 use crate::store::page::PageRequest;

@@ -1,10 +1,10 @@
 //! Customers, their API keys, dashboard users, and the audit log: the admin's side.
 
-use app::domain::dto;
-use app::domain::input::Fields;
-use app::domain::states::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
+use domain::dto;
+use domain::input::Fields;
+use domain::states::Role;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 

@@ -2,9 +2,9 @@
 //! `store::endpoint_health` for what each read costs), and the replay of the
 //! dead messages of one kind of failure.
 
-use app::domain::dto::{self, Choice, EndpointHealth};
-use app::domain::health::{self, FailureKind};
-use app::domain::states::MessageState;
+use domain::dto::{self, Choice, EndpointHealth};
+use domain::health::{self, FailureKind};
+use domain::states::MessageState;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 use serde_json::json;
 

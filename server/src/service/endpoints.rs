@@ -1,9 +1,9 @@
 //! Endpoints: the circuit of each target URL, and the admin's unlock.
 
-use app::domain::dto::{self, Backlog};
-use app::domain::input::Fields;
-use app::domain::operational::EndpointReport;
-use app::domain::states::EndpointState;
+use domain::dto::{self, Backlog};
+use domain::input::Fields;
+use domain::operational::EndpointReport;
+use domain::states::EndpointState;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 

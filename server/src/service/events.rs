@@ -2,11 +2,11 @@
 //! events and their messages are written by the intake, by group commit); the
 //! archive of kept events, and the replay of a time window of it.
 
-use app::domain::dto;
-use app::domain::errors::FieldError;
-use app::domain::event::CloudEvent;
-use app::domain::input::Fields;
-use app::domain::operational;
+use domain::dto;
+use domain::errors::FieldError;
+use domain::event::CloudEvent;
+use domain::input::Fields;
+use domain::operational;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 

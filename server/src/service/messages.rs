@@ -1,9 +1,9 @@
 //! The delivery log: listing, one message with its attempts, and replay.
 
-use app::domain::dto;
-use app::domain::input::Fields;
-use app::domain::states::MessageState;
 use chrono::DateTime;
+use domain::dto;
+use domain::input::Fields;
+use domain::states::MessageState;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 

@@ -17,7 +17,7 @@ pub mod views;
 
 use std::sync::Arc;
 
-use app::domain::errors::FieldError;
+use domain::errors::FieldError;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::clock::SharedClock;

@@ -3,8 +3,8 @@
 //! those kept beside the rows (`store::counts`) and from indexes that hold only
 //! the messages not delivered, so the page costs the same at any size of history.
 
-use app::domain::dto::{Bucket, Overview};
-use app::domain::states::MessageState;
+use domain::dto::{Bucket, Overview};
+use domain::states::MessageState;
 
 use super::Services;
 use super::{Principal, Result, views};

@@ -1,8 +1,8 @@
 //! The retry-policy preview: when each attempt would happen if all failed.
 
-use app::domain::dto;
-use app::domain::input::Fields;
-use app::domain::policy::RetryPolicy;
+use domain::dto;
+use domain::input::Fields;
+use domain::policy::RetryPolicy;
 use serde_json::Value;
 
 use super::Result;

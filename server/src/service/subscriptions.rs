@@ -1,12 +1,12 @@
 //! Subscriptions: a customer's target URL, the event types it wants, and how
 //! deliveries to it are retried and signed.
 
-use app::domain::dto;
-use app::domain::input::{Fields, check_text};
-use app::domain::policy::RetryPolicy;
-use app::domain::signing::secret_from_bytes;
-use app::domain::states::{ContentMode, EndpointState, SubscriptionStatus};
-use app::domain::target::TargetUrl;
+use domain::dto;
+use domain::input::{Fields, check_text};
+use domain::policy::RetryPolicy;
+use domain::signing::secret_from_bytes;
+use domain::states::{ContentMode, EndpointState, SubscriptionStatus};
+use domain::target::TargetUrl;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 

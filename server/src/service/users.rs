@@ -2,10 +2,10 @@
 
 use std::sync::LazyLock;
 
-use app::domain::dto;
-use app::domain::states::Role;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
+use domain::dto;
+use domain::states::Role;
 
 use super::Services;
 use super::{Principal, Result};

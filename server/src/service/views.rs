@@ -1,7 +1,7 @@
-//! Stored rows to the JSON shapes of `app::domain::dto`.
+//! Stored rows to the JSON shapes of `domain::dto`.
 
-use app::domain::breaker::Window;
-use app::domain::dto;
+use domain::breaker::Window;
+use domain::dto;
 use serde_json::Value;
 
 use crate::clock::to_utc;

@@ -9,8 +9,8 @@
 //! `docs/performance.md`). A message whose subscription moved to another URL
 //! counts at its current endpoint.
 
-use app::domain::health::{FailureKind, Tally};
-use app::domain::states::{ErrorKind, Outcome};
+use domain::health::{FailureKind, Tally};
+use domain::states::{ErrorKind, Outcome};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
 /// The most of the customer's latest attempts one statement reads.

@@ -1,8 +1,8 @@
 //! Endpoints (one circuit per customer and target URL): creation, the circuit's
 //! state as the breaker reads and saves it, probes, locks and lists.
 
-use app::domain::breaker::{Circuit, Gate, Window};
-use app::domain::states::EndpointState;
+use domain::breaker::{Circuit, Gate, Window};
+use domain::states::EndpointState;
 use sea_orm::sea_query::Expr;
 use std::sync::LazyLock;
 

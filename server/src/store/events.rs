@@ -3,7 +3,7 @@
 
 use std::sync::LazyLock;
 
-use app::domain::states::EndpointState;
+use domain::states::EndpointState;
 use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::Expr;
 use sea_orm::{

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use app::domain::policy::RetryPolicy;
+use domain::policy::RetryPolicy;
 use quick_cache::sync::Cache;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -194,7 +194,7 @@ const MAX_POLICIES: usize = 1024;
 mod tests {
     use std::sync::Arc;
 
-    use app::domain::policy::{Preset, Schedule};
+    use domain::policy::{Preset, Schedule};
 
     use super::stored_policy;
 

@@ -5,11 +5,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use app::domain::dto::*;
 use app::ui::UiError;
 use app::ui::backend::{ArchiveFilter, Backend, LogFilter};
 use async_trait::async_trait;
 use axum::http::request::Parts;
+use domain::dto::*;
 use serde_json::{Value, json};
 use tower_sessions::Session;
 

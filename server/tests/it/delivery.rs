@@ -3,8 +3,8 @@
 
 use crate::common;
 
-use app::domain::signing::SigningKey;
 use common::{TestApp, TestReceiver};
+use domain::signing::SigningKey;
 use serde_json::{Value, json};
 
 async fn subscribe(app: &TestApp, key: &str, url: String, extra: Value) -> Value {

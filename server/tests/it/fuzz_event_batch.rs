@@ -3,8 +3,8 @@
 //!
 //! Case counts follow proptest's defaults (`PROPTEST_CASES` overrides them).
 
-use app::domain::errors::FieldError;
-use app::domain::event::CloudEvent;
+use domain::errors::FieldError;
+use domain::event::CloudEvent;
 use herald::service::ServiceError;
 use herald::service::events::{MAX_BATCH, parse};
 use proptest::prelude::*;

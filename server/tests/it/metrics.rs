@@ -1,7 +1,7 @@
 //! The metrics an operator alerts on: the gauges read from the database, and
 //! the deaths counted by reason.
 
-use app::domain::states::{EndpointState, MessageState};
+use domain::states::{EndpointState, MessageState};
 use herald::pipeline::gauges;
 use herald::store::messages::Lane;
 use serde_json::json;
@@ -64,7 +64,7 @@ async fn the_gauges_count_each_state_and_the_age_of_the_oldest_due_message() {
 
 #[tokio::test]
 async fn the_admins_overview_reads_the_gauges_latest_counts_while_they_are_fresh() {
-    use app::domain::dto::Overview;
+    use domain::dto::Overview;
     use herald::service::{Principal, overview::overview};
     let app = TestApp::start().await;
     let (customer_id, key) = app.customer("acme").await;

@@ -217,8 +217,8 @@ async fn one_endpoint_gets_at_most_its_share_of_workers() {
 
 #[tokio::test]
 async fn one_batch_saves_the_circuits_of_several_endpoints() {
-    use app::domain::breaker::Circuit;
-    use app::domain::states::EndpointState;
+    use domain::breaker::Circuit;
+    use domain::states::EndpointState;
     use herald::store::endpoints::{by_ids, circuit_of, save_circuits};
 
     let app = TestApp::start().await;

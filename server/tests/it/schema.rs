@@ -177,7 +177,7 @@ async fn events_stored_earlier_get_their_message_ids() {
 /// for all.
 #[tokio::test]
 async fn the_counts_are_filled_from_the_history_already_stored() {
-    use app::domain::states::MessageState;
+    use domain::states::MessageState;
     use herald::store::entities::{attempt, customer};
     use herald::store::{bulk, counts, customers, messages};
 

@@ -2,7 +2,7 @@
 //! a page that runs out of it before it fills stops short, says how far back it searched, and
 //! its cursor searches on from there.
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use herald::store::entities::{event, message};
 use herald::store::page::SCAN_BUDGET;
 use serde_json::Value;

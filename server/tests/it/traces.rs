@@ -4,8 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use app::domain::trace::{TraceParent, hex, publish_span_id};
 use axum::body::Bytes;
+use domain::trace::{TraceParent, hex, publish_span_id};
 use herald::ids::id_bits;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::trace::v1::Span;

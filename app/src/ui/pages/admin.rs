@@ -3,12 +3,12 @@ use leptos_router::hooks::use_query_map;
 
 use std::collections::HashMap;
 
-use crate::domain::dto::{AuditEntry, Choice, Customer, Page, User};
 use crate::ui::components::{Frame, NextPage, action_error, choice_select, load_error, not_found_status, time};
 use crate::ui::server_fns::{
     CreateApiKey, CreateCustomer, CreateUser, get_audit, get_customer_choices, get_customers, get_users, get_viewer,
     take_api_key_token,
 };
+use domain::dto::{AuditEntry, Choice, Customer, Page, User};
 
 #[component]
 pub fn CustomersPage() -> impl IntoView {

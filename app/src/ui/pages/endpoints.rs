@@ -4,8 +4,6 @@ use chrono::DateTime;
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::domain::dto::{Endpoint, EndpointHealth, FailureGroup, Page};
-use crate::domain::states::EndpointState;
 use crate::ui::components::{
     Badge, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, count_of, load_error, maybe_time, ms_text,
     time, urlencode,
@@ -13,6 +11,8 @@ use crate::ui::components::{
 use crate::ui::server_fns::{
     ReplayFailures, UnlockEndpoint, get_customer_choices, get_endpoint_health, get_endpoints, get_viewer,
 };
+use domain::dto::{Endpoint, EndpointHealth, FailureGroup, Page};
+use domain::states::EndpointState;
 
 const PER_HOUR: ChartSpan = ChartSpan {
     description: "Successful and failed attempts per hour over the last 24 hours",

@@ -4,11 +4,11 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::domain::dto::{ArchiveFilter, EventEntry, Page};
 use crate::ui::components::{
     Frame, NextPage, SearchStopped, action_error, choice_select, count_of, load_error, time, urlencode,
 };
 use crate::ui::server_fns::{ReplayWindow, get_customer_choices, get_events, get_subscription_choices};
+use domain::dto::{ArchiveFilter, EventEntry, Page};
 
 fn filter_from_query() -> impl Fn() -> (ArchiveFilter, Option<String>) + Clone + Send + Sync {
     let query = use_query_map();

@@ -2,14 +2,14 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 use serde_json::Value;
 
-use crate::domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
-use crate::domain::states::MessageState;
 use crate::ui::components::{
     Badge, Frame, NextPage, Notice, SearchStopped, action_error, choice_select, load_error, maybe_time, time,
 };
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
 };
+use domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
+use domain::states::MessageState;
 
 /// The filters of the delivery log, from the URL (a GET form).
 fn filter_from_query(state_override: Option<&str>) -> impl Fn() -> (LogFilter, Option<String>) + Clone + Send + Sync {

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
-use crate::domain::dto::Overview;
 use crate::ui::components::{Badge, ChartSpan, Frame, bar_chart, load_error, maybe_time, urlencode};
+use domain::dto::Overview;
 
 const PER_MINUTE: ChartSpan = ChartSpan {
     description: "Successful and failed attempts per minute over the last hour",

@@ -1,13 +1,13 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::domain::dto::{Page, Preview, Subscription};
-use crate::domain::states::SubscriptionStatus;
 use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, load_error, span_text, time};
 use crate::ui::server_fns::{
     CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_customer_choices,
     get_schedule, get_subscription, get_subscriptions, get_viewer,
 };
+use domain::dto::{Page, Preview, Subscription};
+use domain::states::SubscriptionStatus;
 
 /// The retry policy as the form shows it: a preset's name, or the custom policy's JSON.
 fn policy_text(policy: &serde_json::Value) -> String {

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use app::domain::states::{MessageState, Outcome};
+use domain::states::{MessageState, Outcome};
 use herald::config::SqliteSynchronous;
 use herald::ids::new_id;
 use herald::store::entities::{attempt, endpoint, event, message, subscription};

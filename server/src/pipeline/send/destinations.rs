@@ -2,7 +2,7 @@
 //! takes it and whether it names a private address literally, and reading the
 //! text twice for every delivery cost more than looking it up.
 
-use app::domain::target::TargetUrl;
+use domain::target::TargetUrl;
 use quick_cache::sync::Cache;
 use url::Url;
 

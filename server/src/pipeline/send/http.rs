@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::domain::states::ErrorKind;
+use domain::states::ErrorKind;
 use reqwest::header::HeaderMap;
 use reqwest::redirect::Policy;
 use serde::Serialize;

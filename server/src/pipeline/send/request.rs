@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use app::domain::event::CloudEvent;
-use app::domain::signing::signature_header;
-use app::domain::states::ContentMode;
-use app::domain::trace::MessageTrace;
+use domain::event::CloudEvent;
+use domain::signing::signature_header;
+use domain::states::ContentMode;
+use domain::trace::MessageTrace;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use super::http::Outgoing;

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use app::domain::target::is_forbidden_ip;
+use domain::target::is_forbidden_ip;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 /// The error a blocked name resolves to; the sender looks for it to classify

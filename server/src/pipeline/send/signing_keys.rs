@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use app::domain::signing::SigningKey;
+use domain::signing::SigningKey;
 use quick_cache::sync::Cache;
 
 use crate::secrets::Sealer;
@@ -90,9 +90,9 @@ impl SigningKeys {
 
 #[cfg(test)]
 mod tests {
-    use app::domain::signing::{SigningKey, secret_from_bytes};
+    use domain::signing::{SigningKey, secret_from_bytes};
 
-    use app::domain::states::{ContentMode, SubscriptionStatus};
+    use domain::states::{ContentMode, SubscriptionStatus};
 
     use super::*;
     use crate::secrets::SecretKey;

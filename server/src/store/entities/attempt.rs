@@ -1,4 +1,4 @@
-use app::domain::states::{ErrorKind, Outcome};
+use domain::states::{ErrorKind, Outcome};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize)]

@@ -1,4 +1,4 @@
-use app::domain::states::EndpointState;
+use domain::states::EndpointState;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

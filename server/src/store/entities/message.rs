@@ -1,4 +1,4 @@
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize)]

@@ -1,4 +1,4 @@
-use app::domain::states::{ContentMode, SubscriptionStatus};
+use domain::states::{ContentMode, SubscriptionStatus};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

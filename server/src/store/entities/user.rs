@@ -1,4 +1,4 @@
-use app::domain::states::Role;
+use domain::states::Role;
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]

@@ -6,7 +6,7 @@ use sea_orm::{
     QueryOrder, QuerySelect, TransactionTrait,
 };
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use migrations::{FRESH_LANE, RETRY_LANE, WAITING};
 
 use crate::store::entities::message::{self, Column, Entity as Messages};

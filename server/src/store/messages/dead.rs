@@ -3,8 +3,8 @@
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, JoinType, QueryFilter, QuerySelect};
 
-use app::domain::operational::DeadReport;
-use app::domain::states::MessageState;
+use domain::operational::DeadReport;
+use domain::states::MessageState;
 
 use crate::store::entities::event;
 use crate::store::entities::message::{Column, Entity as Messages};

@@ -6,7 +6,7 @@
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect, Select};
 use sea_orm::{Statement, Value};
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use migrations::{FRESH_LANE, OPEN, RETRY_LANE, UNDELIVERED};
 
 use super::claim::{Among, Lane, lane_due};

@@ -2,7 +2,7 @@
 
 use sea_orm::{ConnectionTrait, DbErr};
 
-use app::domain::states::{MessageState, SubscriptionStatus};
+use domain::states::{MessageState, SubscriptionStatus};
 
 use crate::ids::new_id;
 use crate::store::counts;

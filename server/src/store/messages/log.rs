@@ -4,7 +4,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use sea_orm::{Statement, Value};
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use migrations::UNDELIVERED;
 
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};

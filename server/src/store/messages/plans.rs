@@ -6,7 +6,7 @@ use sea_orm::{
     Statement,
 };
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 use migrations::{FRESH_LANE, RETRY_LANE};
 
 use super::claim::{lane_due, not_leased};

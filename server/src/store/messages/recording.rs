@@ -7,7 +7,7 @@ use foldhash::{HashSet, HashSetExt};
 use sea_orm::{ConnectionTrait, DbErr, IdenStatic, Iterable, TransactionTrait};
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
-use app::domain::states::MessageState;
+use domain::states::MessageState;
 
 use crate::store::entities::attempt;
 use crate::store::placeholder;

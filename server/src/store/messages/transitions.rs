@@ -8,7 +8,7 @@ use std::ops::Range;
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
-use app::domain::states::{EndpointState, MessageState};
+use domain::states::{EndpointState, MessageState};
 use migrations::{FRESH_LANE, RETRY_LANE};
 
 use super::*;

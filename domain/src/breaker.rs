@@ -6,7 +6,7 @@
 //! sent until an admin unlocks it. This module holds only the rules; the caller loads the stored row,
 //! passes the time in (unix milliseconds) and writes the result back.
 
-use crate::domain::states::EndpointState;
+use crate::states::EndpointState;
 
 /// The thresholds, from the `breaker.*` settings, in milliseconds where they are times.
 #[derive(Debug, Clone, PartialEq)]

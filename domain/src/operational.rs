@@ -156,7 +156,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::event::CloudEvent;
+    use crate::event::CloudEvent;
 
     #[test]
     fn a_star_matches_every_type_but_heralds_own() {

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// One invalid input field, named as the client spelled it (`retry_policy.max_attempts`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FieldError {
     /// The field as the client spelled it, e.g. `retry_policy.max_attempts` or `[3].id`.
     pub field: String,

@@ -6,8 +6,8 @@ use std::ops::RangeInclusive;
 
 use serde_json::{Map, Value, json};
 
-use crate::domain::errors::FieldError;
-use crate::domain::input::whole_number;
+use crate::errors::FieldError;
+use crate::input::whole_number;
 
 /// The named schedules (the presets the README lists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

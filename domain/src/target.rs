@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use url::{Host, Url};
 
-use crate::domain::errors::FieldError;
+use crate::errors::FieldError;
 
 /// Longest accepted target URL, in bytes (before and after normalization).
 const MAX_URL_LEN: usize = 2048;

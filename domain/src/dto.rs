@@ -6,15 +6,15 @@ use serde_json::Value;
 
 use super::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus};
 
-#[cfg(feature = "ssr")]
+#[cfg(feature = "openapi")]
 use utoipa::ToSchema;
 
 /// `dead_reason` is stored as text; its schema lists the reasons as the JSON spells them.
-#[cfg(feature = "ssr")]
+#[cfg(feature = "openapi")]
 mod openapi {
     use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-    use crate::domain::policy::DeadReason;
+    use crate::policy::DeadReason;
 
     pub fn dead_reason() -> Object {
         let mut values: Vec<serde_json::Value> = DeadReason::ALL.iter().map(|r| r.as_str().into()).collect();
@@ -52,7 +52,7 @@ impl Backlog {
 
 /// One page of a list, newest first. `next_cursor` is null on the last page.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Page<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
@@ -72,7 +72,7 @@ impl<T> Page<T> {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Customer {
     pub id: String,
     pub name: String,
@@ -81,7 +81,7 @@ pub struct Customer {
 
 /// An API key as created: `token` appears only in this answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ApiKeyCreated {
     pub id: String,
     pub customer_id: String,
@@ -92,7 +92,7 @@ pub struct ApiKeyCreated {
 
 /// An API key as listed: never its token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ApiKey {
     pub id: String,
     pub customer_id: String,
@@ -101,7 +101,7 @@ pub struct ApiKey {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct User {
     pub id: String,
     pub username: String,
@@ -111,7 +111,7 @@ pub struct User {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Subscription {
     pub id: String,
     pub customer_id: String,
@@ -119,7 +119,7 @@ pub struct Subscription {
     pub url: String,
     pub event_types: Vec<String>,
     /// The policy in canonical form (`{"kind":…}` with every number spelled out).
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub retry_policy: Value,
     pub timeout_ms: u32,
     pub content_mode: ContentMode,
@@ -133,7 +133,7 @@ pub struct Subscription {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PublishedEvent {
     pub id: String,
     pub source: String,
@@ -142,7 +142,7 @@ pub struct PublishedEvent {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PublishResult {
     pub events: Vec<PublishedEvent>,
 }
@@ -151,7 +151,7 @@ pub struct PublishResult {
 /// when Herald accepted it, and its messages (one per subscription it went to,
 /// replays included).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Event {
     pub id: String,
     pub source: String,
@@ -162,17 +162,17 @@ pub struct Event {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct EventDetail {
     #[serde(flatten)]
     pub summary: Event,
     /// The CloudEvent as published.
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub event: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Message {
     pub id: String,
     pub event_id: String,
@@ -180,7 +180,7 @@ pub struct Message {
     pub endpoint_id: String,
     pub event_type: String,
     pub state: MessageState,
-    #[cfg_attr(feature = "ssr", schema(schema_with = openapi::dead_reason))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::dead_reason))]
     pub dead_reason: Option<String>,
     pub attempt_count: u32,
     pub next_attempt_at: Option<DateTime<Utc>>,
@@ -190,7 +190,7 @@ pub struct Message {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Attempt {
     pub number: u32,
     pub started_at: DateTime<Utc>,
@@ -200,9 +200,9 @@ pub struct Attempt {
     pub outcome: Outcome,
     /// A short human explanation of the error, when there was one.
     pub error_detail: Option<String>,
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub request_headers: Value,
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub response_headers: Value,
     /// The first 4 KiB of the response body (lossy UTF-8).
     pub response_body: Option<String>,
@@ -213,18 +213,18 @@ pub struct Attempt {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct MessageDetail {
     #[serde(flatten)]
     pub message: Message,
     /// The CloudEvent as published; null once retention removed it (`retention.events_secs`).
-    #[cfg_attr(feature = "ssr", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub event: Value,
     pub attempts: Vec<Attempt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Endpoint {
     pub id: String,
     pub customer_id: String,
@@ -239,33 +239,33 @@ pub struct Endpoint {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct PreviewAttempt {
     pub attempt: u32,
     pub offset_secs: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct Preview {
     pub attempts: Vec<PreviewAttempt>,
     pub ttl_secs: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct AuditEntry {
     pub id: String,
     pub at: DateTime<Utc>,
     pub actor: String,
     pub action: String,
     pub target: String,
-    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub detail: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ReplayResult {
     pub replayed: u64,
 }

@@ -20,7 +20,7 @@ macro_rules! text_enum {
             }
         }
 
-        #[cfg(feature = "ssr")]
+        #[cfg(feature = "openapi")]
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
                 utoipa::openapi::schema::ObjectBuilder::new()
@@ -30,7 +30,7 @@ macro_rules! text_enum {
             }
         }
 
-        #[cfg(feature = "ssr")]
+        #[cfg(feature = "openapi")]
         impl utoipa::ToSchema for $name {
             fn name() -> std::borrow::Cow<'static, str> {
                 std::borrow::Cow::Borrowed(stringify!($name))

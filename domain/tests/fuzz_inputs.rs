@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Number, Value, json};
 
-use app::domain::errors::FieldError;
+use domain::errors::FieldError;
 
 /// Strings the parsers give a meaning to, so generated values hit the interesting branches.
 const KEYWORDS: &[&str] = &[
@@ -128,10 +128,10 @@ fn prefixed(prefix: &str, name: &str) -> String {
 
 mod cloud_event {
     use super::*;
-    use app::domain::event::{CloudEvent, MAX_ATTRIBUTE_LEN};
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use chrono::{FixedOffset, SecondsFormat};
+    use domain::event::{CloudEvent, MAX_ATTRIBUTE_LEN};
 
     const REQUIRED: &[&str] = &["specversion", "id", "source", "type"];
     const CONTEXT: &[&str] =
@@ -502,7 +502,7 @@ mod cloud_event {
 
 mod target_url {
     use super::*;
-    use app::domain::target::{TargetUrl, is_forbidden_ip};
+    use domain::target::{TargetUrl, is_forbidden_ip};
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
     /// URL-shaped strings: every part drawn from valid and invalid spellings.
@@ -806,7 +806,7 @@ mod target_url {
 
 mod retry_policy {
     use super::*;
-    use app::domain::policy::{RetryOn, RetryPolicy, Schedule};
+    use domain::policy::{RetryOn, RetryPolicy, Schedule};
 
     const FIELDS: &[&str] = &[
         "kind",
