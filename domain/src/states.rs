@@ -57,7 +57,7 @@ macro_rules! text_enum {
 
 /// Stored text that names no variant of the enum it is read as.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?} is not a {kind}")]
+#[error("{text:?} is not a known {kind}")]
 pub struct UnknownText {
     pub kind: &'static str,
     pub text: String,

@@ -11,7 +11,7 @@ use quick_cache::sync::Cache;
 use crate::service::Principal;
 
 const TTL: Duration = Duration::from_secs(1);
-/// Keys kept at most, so unknown tokens cannot grow it.
+/// Keys kept at most (about: the cache rounds its shards' share up).
 const MAX_ENTRIES: usize = 10_000;
 
 pub struct KeyCache {

@@ -159,7 +159,7 @@ impl Deliverer {
             AttemptRecord { message, started_at, request_headers, trace_id, received, decision, charged: rendered };
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
-                // The retry lane looks again when the retry is due; a closed circuit frees waiting messages now.
+                // The retry lane claims again when the retry is due; a closed circuit frees waiting messages now.
                 if let Some(at) = retry_at {
                     self.pipeline.wake.retry_at(at);
                 }

@@ -12,8 +12,10 @@ use crate::store::writers::Writers;
 /// What one batch may hold, decided request by request as they are taken from
 /// the queue; made new for every batch.
 pub trait BatchLimit<T> {
-    /// Takes `request` into the batch if it fits. The first request of a batch
-    /// always joins, whatever the answer.
+    /// Takes `request` into the batch if it fits, counting it toward the limit.
+    /// The first request of a batch always joins: the limit must count it (and
+    /// should answer true for it), or a request too large for any batch would
+    /// never be written.
     fn admits(&mut self, request: &T) -> bool;
 }
 
@@ -60,16 +62,18 @@ mod tests {
 
     use super::*;
 
-    /// At most `most` units per batch.
+    /// At most `most` units per batch, but always its first request.
     struct Units {
         most: usize,
+        requests: usize,
         taken: usize,
     }
 
     impl BatchLimit<usize> for Units {
         fn admits(&mut self, request: &usize) -> bool {
-            let fits = self.taken + request <= self.most;
-            if fits || self.taken == 0 {
+            let fits = self.requests == 0 || self.taken + request <= self.most;
+            if fits {
+                self.requests += 1;
                 self.taken += request;
             }
             fits
@@ -88,7 +92,7 @@ mod tests {
         run(
             incoming,
             Writers::one(),
-            || Units { most: 8, taken: 0 },
+            || Units { most: 8, requests: 0, taken: 0 },
             move |batch, slot| {
                 sink.lock().unwrap().push((batch, slot));
                 async {}

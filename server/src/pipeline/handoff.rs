@@ -26,7 +26,8 @@ pub struct StartPermit {
 impl StartPermit {
     /// Gives the endpoint's permit back, and wakes the lanes when the endpoint
     /// was at its limit, as messages may be waiting for it. Returns the lane's
-    /// worker, which the attempt gives back once the recorder has taken its record.
+    /// worker, which the attempt gives back once it has a permit among the
+    /// attempts sent and not yet recorded.
     pub(super) fn release_endpoint(self, wake: &Wakeup) -> OwnedSemaphorePermit {
         if self.endpoint.release() {
             wake.permits_freed();

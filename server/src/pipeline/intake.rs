@@ -92,17 +92,19 @@ async fn run(parts: Parts, incoming: mpsc::UnboundedReceiver<Request>) {
     group_commit::run(incoming, Writers::one(), EventBudget::default, write).await;
 }
 
-/// At most `MAX_EVENTS` events per batch; a request is never split.
+/// At most `MAX_EVENTS` events per batch, but always the first request: a request is never split.
 #[derive(Default)]
 struct EventBudget {
+    requests: usize,
     events: usize,
 }
 
 impl BatchLimit<Request> for EventBudget {
     fn admits(&mut self, request: &Request) -> bool {
         let events = self.events + request.events.len();
-        let fits = events <= MAX_EVENTS || self.events == 0;
+        let fits = self.requests == 0 || events <= MAX_EVENTS;
         if fits {
+            self.requests += 1;
             self.events = events;
         }
         fits

@@ -8,7 +8,7 @@
 //!
 //! Inside, one event goes `intake` (group commit, routed by `routes`) →
 //! `handoff` (leased at publish, passed in memory) or the database → `lanes`
-//! (claim, wait for the endpoint's room) → `deliver` (the circuit's gate,
+//! (claim, wait for an endpoint permit) → `deliver` (the circuit's gate,
 //! `send`, `decide`) → `recorder` (group commit of attempts and circuits).
 //! Nothing here calls the services, the API or the dashboard.
 

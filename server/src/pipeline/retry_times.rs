@@ -1,4 +1,4 @@
-//! When the retry lane should look next: the times of the retries this
+//! When the retry lane should claim next: the times of the retries this
 //! process scheduled. Asking the database for its earliest due time would read
 //! past every fresh message waiting in a backlog; retries scheduled by other
 //! processes, and leases that run out, are found by the lane's idle poll.

@@ -28,7 +28,7 @@ pub struct Wakeup {
     fresh_nudge: Notify,
     retry_nudge: Notify,
     retry_times: Mutex<RetryTimes>,
-    /// Endpoints this process stored due first attempts for, since the fresh lane last looked.
+    /// Endpoints this process stored due first attempts for, since the fresh lane last took them.
     backlog: Mutex<Vec<String>>,
 }
 
@@ -60,18 +60,18 @@ impl Wakeup {
             Lane::Retry => &self.retry,
         }
     }
-    /// A retry was scheduled for `at_ms`: the retry lane looks again then.
+    /// A retry was scheduled for `at_ms`: the retry lane claims again then.
     pub(crate) fn retry_at(&self, at_ms: i64) {
         self.retry_times.lock().expect("retry times").add(at_ms);
         self.retry.notify_one();
     }
     /// First attempts were stored due for these endpoints: the fresh lane claims
-    /// them endpoint by endpoint, as each has free permits, rather than everything due.
+    /// them endpoint by endpoint, as each runs low in the lane, rather than everything due.
     pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
         let mut backlog = self.backlog.lock().expect("backlog");
         // Bounded while no lane takes them (none runs): the lanes' poll finds any messages anyway.
-        let room = MAX_BACKLOG.saturating_sub(backlog.len());
-        backlog.extend(endpoints.into_iter().take(room));
+        let left = MAX_BACKLOG.saturating_sub(backlog.len());
+        backlog.extend(endpoints.into_iter().take(left));
         drop(backlog);
         self.fresh_nudge.notify_one();
     }

@@ -83,7 +83,7 @@ pub async fn tallies(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> 
         .map(|row| {
             let outcome: Outcome = row.try_get("", "outcome")?;
             let status: Option<i32> = row.try_get("", "status_code")?;
-            let error: Option<String> = row.try_get("", "error_kind")?;
+            let error: Option<ErrorKind> = row.try_get("", "error_kind")?;
             let success = outcome == Outcome::Success;
             Ok(Tally {
                 hour: row.try_get("", "hour")?,
@@ -91,10 +91,7 @@ pub async fn tallies(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> 
                 failure: if success {
                     None
                 } else {
-                    FailureKind::of(
-                        status.and_then(|s| u16::try_from(s).ok()),
-                        error.as_deref().and_then(ErrorKind::parse),
-                    )
+                    FailureKind::of(status.and_then(|s| u16::try_from(s).ok()), error)
                 },
                 count: row.try_get::<i64>("", "n")? as u64,
                 dead_last: row.try_get::<i64>("", "dead_last")? as u64,

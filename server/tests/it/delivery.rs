@@ -429,7 +429,7 @@ async fn a_publish_hands_over_what_the_lanes_queue_can_hold() {
     let app = TestApp::start().await;
     let (_, key) = app.customer("acme").await;
     app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
-    // Ten workers, one slot at the endpoint, room for two in the queue.
+    // Ten workers, one permit at the endpoint, two permits of the queue.
     let mut lane =
         app.services.pipeline.handoff.open(Arc::new(tokio::sync::Semaphore::new(10)), EndpointPermits::new(1), 2, 2);
     assert_eq!(app.publish_batch(&key, 5).await, 202);

@@ -262,3 +262,19 @@ async fn a_sqlite_file_runs_in_incremental_auto_vacuum() {
     herald::store::migrate(&db).await.unwrap();
     assert_eq!(mode().await, 2, "incremental");
 }
+
+/// States are read as the domain's enums: a stored text Herald never writes fails the read, naming
+/// the text and its kind, instead of passing for a state it is not.
+#[tokio::test]
+async fn a_state_herald_never_writes_fails_its_read_by_name() {
+    let (_test_db, db) = fresh_database().await;
+    herald::store::migrate(&db).await.unwrap();
+    let insert = "INSERT INTO endpoints (id, customer_id, url, state, consecutive_failures, window_buckets, \
+                  created_at, updated_at) VALUES ('ep_1', 'cus_1', 'https://example.com/hook', 'open', 0, '[]', 0, 0)";
+    db.execute_unprepared(insert).await.unwrap();
+    let error = herald::store::endpoints::get(&db, "ep_1").await.unwrap_err().to_string();
+    assert!(error.contains("\"open\" is not a known EndpointState"), "{error}");
+    db.execute_unprepared("UPDATE endpoints SET state = 'locked'").await.unwrap();
+    let endpoint = herald::store::endpoints::get(&db, "ep_1").await.unwrap().unwrap();
+    assert_eq!(endpoint.state, domain::states::EndpointState::Locked);
+}

@@ -163,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_batch_of_a_crowded_endpoint_refills_only_that_endpoint() {
+    fn a_full_batch_of_a_saturated_endpoint_refills_only_that_endpoint() {
         let mut planner = ClaimPlanner::default();
         planner.claimed(&ClaimScope::AllDue, &of("ep_a", 128), 128, 4, Vec::new(), 1_000);
         // ep_a has its concurrency's worth waiting, so the lane is not short of work: no claim reads past ep_a's backlog.

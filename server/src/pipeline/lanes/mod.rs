@@ -135,11 +135,11 @@ impl Lanes {
             }
             let sleep = planner.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
             tokio::select! {
-                // A worker is free again: waiting messages may start.
+                // A delivery ended: waiting messages may start.
                 Some(_) = in_flight.join_next() => {}
                 _ = self.pipeline.wake.nudge_of(lane).notified() => {}
                 _ = self.pipeline.wake.of(lane).notified() => planner.woken(),
-                // Looks again at the top of the loop when the timer has run out.
+                // Checks again at the top of the loop when the timer has run out.
                 _ = tokio::time::sleep(sleep) => {}
                 Some(one) = next_handed(&mut handed) => self.receive(one, &mut in_flight, &mut waiting),
                 _ = shutdown.changed() => {}
