@@ -9,6 +9,7 @@ pub mod health;
 pub mod input;
 pub mod operational;
 pub mod policy;
+pub mod request;
 pub mod signing;
 pub mod states;
 pub mod target;

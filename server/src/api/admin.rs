@@ -7,11 +7,12 @@ use axum::{Json, Router};
 use domain::dto;
 use serde::Deserialize;
 
+use domain::request::NameBody;
+
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::schemas::{
-    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, NameBody, PageQuery,
-    ReadErrors, UserBody,
+    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, PageQuery, ReadErrors, UserBody,
 };
 use super::state::ApiState;
 use crate::service::{self, Principal, audit, customers, page_request};

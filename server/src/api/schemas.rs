@@ -1,25 +1,27 @@
 //! What the OpenAPI document says about requests, and the error responses:
-//! the request bodies as handlers accept them (handlers read bodies field by
-//! field, so every error names its field; these types only describe them),
-//! the query parameters of the lists, and the problem+json answers. Every
-//! constraint here mirrors a check in the service layer, so that a client
-//! generated from the document sends what the server accepts.
+//! the request bodies not yet declared with their rules in `domain::request`
+//! (handlers read these field by field, so every error names its field; these
+//! types only describe them), the query parameters of the lists, and the
+//! problem+json answers. Every constraint here mirrors a check in the service
+//! layer, so that a client generated from the document sends what the server accepts.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use domain::request::TEXT_PATTERN;
+use domain::request::openapi::closed_object;
 use domain::states::{ContentMode, MessageState, SubscriptionStatus};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{
-    AdditionalProperties, AnyOfBuilder, ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema,
-    SchemaFormat, SchemaType, Type,
+    AnyOfBuilder, ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType,
+    Type,
 };
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required};
 use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
 /// Text the service accepts (`check_text`): not blank, no NUL.
-const TEXT: &str = r"^[^\x00]*[^\s\x00][^\x00]*$";
+const TEXT: &str = TEXT_PATTERN;
 /// Any text without NUL: what ids and filters in a path or query may hold.
 const NO_NUL: &str = r"^[^\x00]*$";
 /// CloudEvents strings: not empty, no control characters (U+0000–U+001F, U+007F–U+009F).
@@ -60,10 +62,6 @@ fn date_time(nullable: bool, description: &str) -> Object {
         .build()
 }
 
-fn closed_object() -> ObjectBuilder {
-    ObjectBuilder::new().schema_type(Type::Object).additional_properties(Some(AdditionalProperties::FreeForm(false)))
-}
-
 fn reference(name: &str) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(name))
 }
@@ -91,9 +89,6 @@ macro_rules! described {
 }
 
 described! {
-    /// `{"name"}` of a customer or an API key.
-    NameBody => closed_object().property("name", text(200, false)).required("name").into();
-
     /// A dashboard user: a `customer` user names its customer, an `admin` does not.
     UserBody => {
         let mut body = closed_object()
@@ -135,9 +130,6 @@ described! {
     /// policy. For `exponential`, `min_delay_secs` must not exceed `max_delay_secs` (factor 2; linear when
     /// they are equal). Null fields take their defaults.
     RetryPolicy => retry_policy();
-
-    /// `{"retry_policy"}` to preview.
-    PreviewBody [RetryPolicy] => closed_object().property("retry_policy", reference("RetryPolicy")).required("retry_policy").into();
 
     /// Replays every `dead` message that matches. With the admin token, `customer_id` limits it to one
     /// customer (all customers when absent).

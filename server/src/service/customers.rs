@@ -4,6 +4,7 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
 use domain::dto;
 use domain::input::Fields;
+use domain::request::NameBody;
 use domain::states::Role;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
@@ -17,10 +18,8 @@ use crate::store::{self, customers, is_unique_violation, users};
 
 pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Customer> {
     who.require_admin()?;
-    let mut f = Fields::new(body, "")?;
-    let name = f.string("name", true, 200);
-    f.finish()?;
-    let row = customer::Model { id: new_id("cus"), name: name.unwrap_or_default(), created_at: services.now_ms() };
+    let body = NameBody::read(body)?;
+    let row = customer::Model { id: new_id("cus"), name: body.name.0, created_at: services.now_ms() };
     let txn = services.db.begin().await?;
     customers::insert(&txn, row.clone()).await?;
     audit::record(&txn, services, who, "customer.create", &row.id, Some(&row.id), json!({"name": row.name})).await?;
@@ -42,15 +41,13 @@ pub async fn create_api_key(
     body: &Value,
 ) -> Result<dto::ApiKeyCreated> {
     who.require_admin()?;
-    let mut f = Fields::new(body, "")?;
-    let name = f.string("name", true, 200);
-    f.finish()?;
+    let body = NameBody::read(body)?;
     customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let token = new_api_token();
     let row = api_key::Model {
         id: new_id("key"),
         customer_id: customer_id.to_string(),
-        name: name.unwrap_or_default(),
+        name: body.name.0,
         token_hash: token_hash(&token),
         created_at: services.now_ms(),
         last_used_at: None,

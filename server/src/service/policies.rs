@@ -1,24 +1,13 @@
 //! The retry-policy preview: when each attempt would happen if all failed.
 
 use domain::dto;
-use domain::input::Fields;
-use domain::policy::RetryPolicy;
+use domain::request::PreviewBody;
 use serde_json::Value;
 
 use super::Result;
 
 pub fn preview(body: &Value) -> Result<dto::Preview> {
-    let mut f = Fields::new(body, "")?;
-    let value = f.value("retry_policy");
-    let policy = match value {
-        None => {
-            f.error("retry_policy", "is required");
-            None
-        }
-        Some(v) => RetryPolicy::parse(v, "retry_policy").map_err(|e| f.errors.extend(e)).ok(),
-    };
-    f.finish()?;
-    let policy = policy.expect("present when there are no errors");
+    let policy = PreviewBody::read(body)?.retry_policy;
     let attempts = policy
         .preview()
         .into_iter()

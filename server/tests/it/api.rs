@@ -246,6 +246,31 @@ async fn the_openapi_document_describes_every_route() {
     ] {
         assert!(paths.contains_key(path), "{path} missing from the OpenAPI document");
     }
+    // Every reference resolves, whichever body declares it (those read by their rules included).
+    fn refs(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(object) => {
+                if let Some(Value::String(target)) = object.get("$ref") {
+                    found.push(target.clone());
+                }
+                object.values().for_each(|v| refs(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, found)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    refs(&doc, &mut found);
+    let schemas = doc["components"]["schemas"].as_object().unwrap();
+    for target in &found {
+        let name = target.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{target}"));
+        assert!(schemas.contains_key(name), "{target} is referred to but not in the document");
+    }
+    for body in ["NameBody", "PreviewBody", "RetryPolicy"] {
+        assert!(found.contains(&format!("#/components/schemas/{body}")), "{body} is not referred to");
+    }
+    let name = &schemas["NameBody"]["properties"]["name"];
+    assert_eq!((name["maxLength"].as_u64(), name["minLength"].as_u64()), (Some(200), Some(1)));
 }
 
 #[tokio::test]
