@@ -9,8 +9,10 @@
 use serde_json::Value;
 
 use crate::errors::FieldError;
-use crate::input::{Fields, check_text};
+use crate::input::{Fields, check_text, whole_number};
 use crate::policy::RetryPolicy;
+use crate::states::{ContentMode, SubscriptionStatus};
+use crate::target::TargetUrl;
 
 /// How one field's present, non-null value is read and described.
 pub trait FieldRule: Sized {
@@ -43,6 +45,121 @@ impl<const MAX: usize> FieldRule for Text<MAX> {
             .max_length(Some(MAX))
             .pattern(Some(TEXT_PATTERN))
             .into()
+    }
+}
+
+/// A whole number from `MIN` to `MAX` (`42`, `42.0` and `4.2e1` alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Integer<const MIN: i64, const MAX: i64>(pub i64);
+
+impl<const MIN: i64, const MAX: i64> FieldRule for Integer<MIN, MAX> {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        match whole_number(value).filter(|n| (MIN..=MAX).contains(n)) {
+            Some(n) => Ok(Integer(n)),
+            None => Err(vec![FieldError::new(name, format!("must be an integer from {MIN} to {MAX}"))]),
+        }
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        openapi::object_of(utoipa::openapi::schema::Type::Integer, nullable)
+            .minimum(Some(MIN as f64))
+            .maximum(Some(MAX as f64))
+            .into()
+    }
+}
+
+/// The most event types a subscription or a replay names.
+pub const MAX_EVENT_TYPES: usize = 100;
+
+/// 1 to [`MAX_EVENT_TYPES`] event types, each a [`Text`] of up to 200 characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTypes(pub Vec<String>);
+
+impl FieldRule for EventTypes {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let items = match value {
+            Value::Array(items) if !items.is_empty() && items.len() <= MAX_EVENT_TYPES => items,
+            _ => return Err(vec![FieldError::new(name, "must be a list of 1 to 100 event types (or [\"*\"])")]),
+        };
+        let mut types = Vec::with_capacity(items.len());
+        let mut errors = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match Text::<200>::read(item, &format!("{name}[{i}]")) {
+                Ok(Text(event_type)) => types.push(event_type),
+                Err(bad) => errors.extend(bad),
+            }
+        }
+        types.dedup();
+        if errors.is_empty() { Ok(EventTypes(types)) } else { Err(errors) }
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, SchemaType, Type};
+        let types =
+            if nullable { SchemaType::from_iter([Type::Array, Type::Null]) } else { SchemaType::new(Type::Array) };
+        ArrayBuilder::new()
+            .schema_type(types)
+            .items(Text::<200>::schema(false))
+            .min_items(Some(1))
+            .max_items(Some(MAX_EVENT_TYPES))
+            .into()
+    }
+}
+
+/// A receiver's URL: at most 2048 characters, absolute http(s), no credentials (see [`TargetUrl`]).
+/// Whether a private address is allowed is the server's setting, checked by the use case.
+impl FieldRule for TargetUrl {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let Text::<2048>(raw) = Text::read(value, name)?;
+        TargetUrl::parse(&raw, name).map_err(|e| vec![e])
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        // What the server accepts is any absolute http(s) URL without credentials or whitespace (and,
+        // unless private targets are allowed, no private, loopback or link-local IP literal). This
+        // pattern is the part of it a client can check alone: host names, an optional port, then a
+        // path, query and fragment of the characters a URL keeps as they are (RFC 3986's, less the
+        // few the server would percent-encode and so lengthen).
+        const URL: &str = r"^https?://[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[1-9][0-9]{0,3})?([/?][A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?(#[A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?$";
+        openapi::object_of(utoipa::openapi::schema::Type::String, nullable)
+            .min_length(Some(1))
+            .max_length(Some(2048))
+            .pattern(Some(URL))
+            .into()
+    }
+}
+
+/// One of the enum's texts.
+macro_rules! text_enum_rule {
+    ($($name:ident),+) => {$(
+        impl FieldRule for $name {
+            fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+                value.as_str().and_then($name::parse).ok_or_else(|| {
+                    let texts: Vec<&str> = $name::ALL.iter().map($name::as_str).collect();
+                    vec![FieldError::new(name, format!("must be {}", one_of(&texts)))]
+                })
+            }
+
+            #[cfg(feature = "openapi")]
+            fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let texts: Vec<&str> = $name::ALL.iter().map($name::as_str).collect();
+                openapi::enum_of(&texts, nullable)
+            }
+        }
+    )+};
+}
+
+text_enum_rule!(ContentMode, SubscriptionStatus);
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of(texts: &[&str]) -> String {
+    match texts {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
     }
 }
 
@@ -83,12 +200,48 @@ impl Fields<'_> {
 
 #[cfg(feature = "openapi")]
 pub mod openapi {
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
 
     /// A schema of `ty`, or `null` too when `nullable`.
     pub fn object_of(ty: Type, nullable: bool) -> ObjectBuilder {
         let types = if nullable { SchemaType::from_iter([ty, Type::Null]) } else { SchemaType::new(ty) };
         ObjectBuilder::new().schema_type(types)
+    }
+
+    /// One of `values`, or `null` too when `nullable`.
+    pub fn enum_of(values: &[&str], nullable: bool) -> RefOr<Schema> {
+        let values = ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values.iter().copied())).build();
+        if nullable {
+            OneOfBuilder::new().item(values).item(ObjectBuilder::new().schema_type(Type::Null)).into()
+        } else {
+            values.into()
+        }
+    }
+
+    /// The schema with a description (the field's doc comment, its lines joined).
+    pub fn describe(schema: RefOr<Schema>, lines: &[&str]) -> RefOr<Schema> {
+        let text = lines.iter().map(|line| line.trim()).collect::<Vec<_>>().join(" ");
+        if text.is_empty() {
+            return schema;
+        }
+        match schema {
+            RefOr::Ref(mut reference) => {
+                reference.description = text;
+                RefOr::Ref(reference)
+            }
+            RefOr::T(mut schema) => {
+                match &mut schema {
+                    Schema::Object(object) => object.description = Some(text),
+                    Schema::Array(array) => array.description = Some(text),
+                    Schema::OneOf(one_of) => one_of.description = Some(text),
+                    Schema::AnyOf(any_of) => any_of.description = Some(text),
+                    Schema::AllOf(all_of) => all_of.description = Some(text),
+                    _ => {}
+                }
+                RefOr::T(schema)
+            }
+        }
     }
 
     /// An object that takes no field but those it names.
@@ -100,12 +253,30 @@ pub mod openapi {
 }
 
 /// Declares a request body: a struct of its fields (a required one as its rule's type, an
-/// optional one as an `Option`), `read` from JSON, and its schema.
+/// optional one as an `Option`), `read` from JSON, and its schema. Given `patch`, it also declares
+/// the body that changes such an object: the same fields, each optional, less those after `;`
+/// (set only when the object is created).
 macro_rules! request_body {
-    ($(#[$meta:meta])* $name:ident { $($kind:ident $field:ident: $rule:ty),+ $(,)? }) => {
+    (
+        $(#[$meta:meta])* $name:ident, patch $(#[$patch_meta:meta])* $patch:ident {
+            $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ ;
+            $(optional $create_only:ident: $create_only_rule:ty),* $(,)?
+        }
+    ) => {
+        request_body! {
+            $(#[$meta])* $name {
+                $($(#[doc = $doc])* $kind $field: $rule,)+
+                $(optional $create_only: $create_only_rule,)*
+            }
+        }
+        request_body! {
+            $(#[$patch_meta])* $patch { $($(#[doc = $doc])* optional $field: $rule,)+ }
+        }
+    };
+    ($(#[$meta:meta])* $name:ident { $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ $(,)? }) => {
         $(#[$meta])*
         #[derive(Debug, Clone)]
-        pub struct $name { $(pub $field: request_body!(@type $kind $rule)),+ }
+        pub struct $name { $($(#[doc = $doc])* pub $field: request_body!(@type $kind $rule)),+ }
 
         impl $name {
             /// Reads the body, or every error of its fields.
@@ -121,7 +292,10 @@ macro_rules! request_body {
         impl utoipa::PartialSchema for $name {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
                 let mut object = openapi::closed_object()
-                    $(.property(stringify!($field), <$rule as FieldRule>::schema(!request_body!(@required $kind))))+;
+                    $(.property(stringify!($field), openapi::describe(
+                        <$rule as FieldRule>::schema(!request_body!(@required $kind)),
+                        &[$($doc),*],
+                    )))+;
                 $(if request_body!(@required $kind) { object = object.required(stringify!($field)); })+
                 object.into()
             }
@@ -150,6 +324,28 @@ request_body! {
 request_body! {
     /// `{"retry_policy"}` to preview.
     PreviewBody { required retry_policy: RetryPolicy }
+}
+
+request_body! {
+    /// A subscription to create. The admin names the customer in `customer_id`; a customer's key
+    /// may leave it out (it is ignored).
+    SubscriptionBody,
+    patch
+    /// The fields to change; absent or null fields stay as they are, and an empty body changes nothing.
+    SubscriptionPatch {
+        required name: Text<200>,
+        required url: TargetUrl,
+        /// Event types to deliver: exact types, or `*` for all but Herald's operational events
+        /// (`herald.endpoint.disabled`, `herald.endpoint.locked`, `herald.endpoint.closed`,
+        /// `herald.message.dead`), which are received only when named
+        required event_types: EventTypes,
+        /// Default `event-grid`
+        optional retry_policy: RetryPolicy,
+        optional timeout_ms: Integer<1000, 60000>,
+        optional content_mode: ContentMode,
+        optional status: SubscriptionStatus;
+        optional customer_id: Text<64>,
+    }
 }
 
 #[cfg(test)]

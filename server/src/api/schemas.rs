@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use domain::request::TEXT_PATTERN;
 use domain::request::openapi::closed_object;
-use domain::states::{ContentMode, MessageState, SubscriptionStatus};
+use domain::states::MessageState;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{
@@ -113,19 +113,6 @@ described! {
         body.into()
     };
 
-    /// A subscription to create. The admin names the customer in `customer_id`; a customer's key
-    /// may leave it out (it is ignored). (It also brings `SubscriptionPatch` into the document, which
-    /// `subscriptions::update` refers to by name.)
-    SubscriptionBody [RetryPolicy, SubscriptionPatch] => subscription_fields(closed_object(), false)
-        .property("customer_id", text(64, true))
-        .required("name")
-        .required("url")
-        .required("event_types")
-        .into();
-
-    /// The fields to change; absent or null fields stay as they are, and an empty body changes nothing.
-    SubscriptionPatch [RetryPolicy] => subscription_fields(closed_object(), true).into();
-
     /// A retry policy: a preset name, a preset with overrides, or a custom `exponential` or `schedule`
     /// policy. For `exponential`, `min_delay_secs` must not exceed `max_delay_secs` (factor 2; linear when
     /// they are equal). Null fields take their defaults.
@@ -178,43 +165,6 @@ described! {
     /// `data_base64` (not both), and extension attributes (names of 1 to 20 lowercase letters or digits,
     /// values string, number or boolean).
     CloudEventBody => cloud_event();
-}
-
-fn subscription_fields(builder: ObjectBuilder, patch: bool) -> ObjectBuilder {
-    let event_types = ArrayBuilder::new()
-        .schema_type(ty(Type::Array, patch))
-        .items(text(200, false))
-        .min_items(Some(1))
-        .max_items(Some(100))
-        .description(Some(
-            "Event types to deliver: exact types, or `*` for all but Herald's operational events \
-             (`herald.endpoint.disabled`, `herald.endpoint.locked`, `herald.endpoint.closed`, \
-             `herald.message.dead`), which are received only when named",
-        ));
-    let url = ObjectBuilder::new()
-        .schema_type(ty(Type::String, patch))
-        .min_length(Some(1))
-        .max_length(Some(2048))
-        // What the server accepts is any absolute http(s) URL without credentials or whitespace (and,
-        // unless private targets are allowed, no private, loopback or link-local IP literal). This
-        // pattern is the part of it a client can check alone: host names, an optional port, then a
-        // path, query and fragment of the characters a URL keeps as they are (RFC 3986's, less the
-        // few the server would percent-encode and so lengthen).
-        .pattern(Some(
-            r"^https?://[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[1-9][0-9]{0,3})?([/?][A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?(#[A-Za-z0-9._~!$&()*+,;=:@%/?|\[\]-]*)?$",
-        ));
-    let policy = OneOfBuilder::new()
-        .item(reference("RetryPolicy"))
-        .item(ObjectBuilder::new().schema_type(Type::Null))
-        .description(Some("Default `event-grid`"));
-    builder
-        .property("name", text(200, patch))
-        .property("url", url)
-        .property("event_types", event_types)
-        .property("retry_policy", policy)
-        .property("timeout_ms", integer(1000, 60_000, true))
-        .property("content_mode", one_of_enum(&names(ContentMode::ALL, ContentMode::as_str), true))
-        .property("status", one_of_enum(&names(SubscriptionStatus::ALL, SubscriptionStatus::as_str), true))
 }
 
 fn names<T>(all: &'static [T], name: fn(&T) -> &'static str) -> Vec<&'static str> {

@@ -5,14 +5,13 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
+use domain::request::SubscriptionBody;
 use serde::Deserialize;
 
 use super::admin::PageParams;
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
-use super::schemas::{
-    CreateErrors, CustomerPageQuery, ListErrors, ReadErrors, SecretReadErrors, SubscriptionBody, UpdateErrors,
-};
+use super::schemas::{CreateErrors, CustomerPageQuery, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
 use super::state::ApiState;
 use crate::service::{Principal, subscriptions};
 

@@ -7,11 +7,11 @@ use domain::errors::FieldError;
 use domain::event::CloudEvent;
 use domain::input::Fields;
 use domain::operational;
+use domain::request::EventTypes;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
 use super::messages::parse_time;
-use super::subscriptions::read_event_types;
 use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::new_id;
 use crate::store::entities::{event, message};
@@ -233,7 +233,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
     let since = f.string("since", true, 64);
     let until = f.string("until", true, 64);
     let subscription_id = f.string("subscription_id", true, 64);
-    let only_types = read_event_types(&mut f, false);
+    let only_types = f.rule::<EventTypes>("event_types", false).map(|types| types.0);
     let source = f.string("source", false, 1024);
     f.finish()?;
     // Both are present: finish() refused the body otherwise.

@@ -2,8 +2,8 @@
 //! deliveries to it are retried and signed.
 
 use domain::dto;
-use domain::input::{Fields, check_text};
 use domain::policy::RetryPolicy;
+use domain::request::{SubscriptionBody, SubscriptionPatch};
 use domain::signing::secret_from_bytes;
 use domain::states::{ContentMode, EndpointState, SubscriptionStatus};
 use domain::target::TargetUrl;
@@ -23,7 +23,6 @@ use crate::store::{customers, endpoints, messages, notify, subscriptions};
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
 /// How long the previous secret keeps signing after a rotation.
 pub const ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
-const MAX_EVENT_TYPES: usize = 100;
 
 /// The fields a client may set; `None` leaves a field as it is (or its default on create).
 #[derive(Debug, Default)]
@@ -38,43 +37,37 @@ struct Changes {
     customer_id: Option<String>,
 }
 
+/// Reads a create's body (`SubscriptionBody`) or a change's (`SubscriptionPatch`); a private
+/// address is refused unless the settings allow it.
 fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Changes> {
-    let mut f = Fields::new(body, "")?;
-    let mut c = Changes {
-        name: f.string("name", creating, 200),
-        customer_id: if creating { f.string("customer_id", false, 64) } else { None },
-        ..Changes::default()
+    let c = if creating {
+        let b = SubscriptionBody::read(body)?;
+        Changes {
+            name: Some(b.name.0),
+            url: Some(b.url),
+            event_types: Some(b.event_types.0),
+            retry_policy: b.retry_policy,
+            timeout_ms: b.timeout_ms.map(|t| t.0),
+            content_mode: b.content_mode,
+            status: b.status,
+            customer_id: b.customer_id.map(|c| c.0),
+        }
+    } else {
+        let b = SubscriptionPatch::read(body)?;
+        Changes {
+            name: b.name.map(|n| n.0),
+            url: b.url,
+            event_types: b.event_types.map(|t| t.0),
+            retry_policy: b.retry_policy,
+            timeout_ms: b.timeout_ms.map(|t| t.0),
+            content_mode: b.content_mode,
+            status: b.status,
+            customer_id: None,
+        }
     };
-    if let Some(raw) = f.string("url", creating, 2048) {
-        match TargetUrl::parse(&raw, "url") {
-            Ok(url) if !allow_private && url.is_forbidden_literal() => {
-                f.error("url", "targets a private, loopback or link-local address")
-            }
-            Ok(url) => c.url = Some(url),
-            Err(e) => f.errors.push(e),
-        }
+    if !allow_private && c.url.as_ref().is_some_and(TargetUrl::is_forbidden_literal) {
+        return Err(ServiceError::field("url", "targets a private, loopback or link-local address"));
     }
-    c.event_types = read_event_types(&mut f, creating);
-    if let Some(value) = f.value("retry_policy") {
-        match RetryPolicy::parse(value, "retry_policy") {
-            Ok(policy) => c.retry_policy = Some(policy),
-            Err(errors) => f.errors.extend(errors),
-        }
-    }
-    c.timeout_ms = f.integer("timeout_ms", 1000, 60_000);
-    if let Some(mode) = f.string("content_mode", false, 20) {
-        c.content_mode = ContentMode::parse(&mode).or_else(|| {
-            f.error("content_mode", "must be structured or binary");
-            None
-        });
-    }
-    if let Some(status) = f.string("status", false, 20) {
-        c.status = SubscriptionStatus::parse(&status).or_else(|| {
-            f.error("status", "must be active or paused");
-            None
-        });
-    }
-    f.finish()?;
     Ok(c)
 }
 
@@ -214,33 +207,6 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
         services.pipeline.wake.stored_for([row.endpoint_id.clone()]);
     }
     with_secret(services, row)
-}
-
-/// Reads `event_types`: a list of 1 to 100 event types (or `["*"]`).
-pub(super) fn read_event_types(f: &mut Fields, required: bool) -> Option<Vec<String>> {
-    match f.value("event_types") {
-        None if required => {
-            f.error("event_types", "is required");
-            None
-        }
-        None => None,
-        Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_EVENT_TYPES => {
-            let mut types = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                match item.as_str().map(|s| (s, check_text(s, 200))) {
-                    Some((s, Ok(()))) => types.push(s.to_string()),
-                    Some((_, Err(message))) => f.error(&format!("event_types[{i}]"), message),
-                    None => f.error(&format!("event_types[{i}]"), "must be a string"),
-                }
-            }
-            types.dedup();
-            Some(types)
-        }
-        Some(_) => {
-            f.error("event_types", "must be a list of 1 to 100 event types (or [\"*\"])");
-            None
-        }
-    }
 }
 
 /// Deletes the subscription; its undelivered messages end `dead` with
