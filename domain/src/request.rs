@@ -132,6 +132,47 @@ impl FieldRule for TargetUrl {
     }
 }
 
+/// An RFC 3339 time, as written and as unix milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Time {
+    pub text: String,
+    pub ms: i64,
+}
+
+impl FieldRule for Time {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let parsed = value.as_str().and_then(|text| {
+            let time = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+            Some(Time { text: text.to_string(), ms: time.timestamp_millis() })
+        });
+        parsed.ok_or_else(|| vec![FieldError::new(name, "must be an RFC 3339 time like 2026-01-31T12:00:00Z")])
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, SchemaFormat, Type};
+        openapi::object_of(Type::String, nullable).format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))).into()
+    }
+}
+
+/// The state a bulk replay takes messages from: `dead`, the only one it may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadState;
+
+impl FieldRule for DeadState {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        match value.as_str() {
+            Some("dead") => Ok(DeadState),
+            _ => Err(vec![FieldError::new(name, "must be dead")]),
+        }
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        openapi::enum_of(&["dead"], nullable)
+    }
+}
+
 /// One of the enum's texts.
 macro_rules! text_enum_rule {
     ($($name:ident),+) => {$(
@@ -348,6 +389,36 @@ request_body! {
     }
 }
 
+request_body! {
+    /// Replays every `dead` message that matches. With the admin token, `customer_id` limits it to one
+    /// customer (all customers when absent).
+    BulkReplayBody {
+        required state: DeadState,
+        optional subscription_id: Text<64>,
+        optional event_type: Text<200>,
+        /// RFC 3339
+        optional since: Time,
+        /// RFC 3339
+        optional until: Time,
+        optional customer_id: Text<64>,
+    }
+}
+
+request_body! {
+    /// A window of kept events to send again to one subscription: every event published in
+    /// `[since, until)` (at most 366 days) that the subscription accepts, narrowed by `event_types`
+    /// and `source`, gets a new message for it.
+    ReplayWindowBody {
+        /// RFC 3339
+        required since: Time,
+        /// RFC 3339; after `since`, at most 366 days later
+        required until: Time,
+        required subscription_id: Text<64>,
+        optional event_types: EventTypes,
+        optional source: Text<1024>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -367,6 +438,17 @@ mod tests {
         let policy = PreviewBody::read(&json!({"retry_policy": {"kind": "schedule", "delays_secs": [0]}}));
         let fields: Vec<String> = policy.unwrap_err().into_iter().map(|e| e.field).collect();
         assert_eq!(fields, ["retry_policy.delays_secs[0]"], "a rule's own errors keep their path");
+        let window = ReplayWindowBody::read(&json!({"since": "yesterday", "until": 5, "subscription_id": "sub_1"}));
+        let fields: Vec<String> = window.unwrap_err().into_iter().map(|e| e.field).collect();
+        assert_eq!(fields, ["since", "until"], "both times are named at once");
+        let window = ReplayWindowBody::read(&json!({
+            "since": "2026-01-31T12:00:00Z", "until": "2026-01-31T13:00:00+01:00", "subscription_id": "sub_1",
+        }));
+        let window = window.unwrap();
+        assert_eq!((window.until.ms - window.since.ms, window.until.text.as_str()), (0, "2026-01-31T13:00:00+01:00"));
+        let bulk: Vec<String> =
+            BulkReplayBody::read(&json!({"state": "held"})).unwrap_err().into_iter().map(|e| e.message).collect();
+        assert_eq!(bulk, ["must be dead"]);
     }
 
     #[cfg(feature = "openapi")]

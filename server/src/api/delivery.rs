@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
-use domain::request::PreviewBody;
+use domain::request::{BulkReplayBody, PreviewBody, ReplayWindowBody};
 use serde::Deserialize;
 
 use super::admin::PageParams;
@@ -13,9 +13,9 @@ use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{
-    BodyErrors, BulkReplayBody, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, EventKeyQuery,
-    EventQuery, EventReadErrors, ListErrors, MessageQuery, PublishErrors, ReadErrors, ReplayErrors, ReplayWindowBody,
-    UnlockBody, UnlockErrors, WindowReplayErrors,
+    BodyErrors, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, EventKeyQuery, EventQuery,
+    EventReadErrors, ListErrors, MessageQuery, PublishErrors, ReadErrors, ReplayErrors, UnlockBody, UnlockErrors,
+    WindowReplayErrors,
 };
 use super::state::ApiState;
 use super::subscriptions::ListParams;

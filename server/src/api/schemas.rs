@@ -118,35 +118,6 @@ described! {
     /// they are equal). Null fields take their defaults.
     RetryPolicy => retry_policy();
 
-    /// Replays every `dead` message that matches. With the admin token, `customer_id` limits it to one
-    /// customer (all customers when absent).
-    BulkReplayBody => closed_object()
-        .property("state", one_of_enum(&["dead"], false))
-        .property("subscription_id", text(64, true))
-        .property("event_type", text(200, true))
-        .property("since", date_time(true, "RFC 3339"))
-        .property("until", date_time(true, "RFC 3339"))
-        .property("customer_id", text(64, true))
-        .required("state")
-        .into();
-
-    /// A window of kept events to send again to one subscription: every event published in
-    /// `[since, until)` (at most 366 days) that the subscription accepts, narrowed by `event_types`
-    /// and `source`, gets a new message for it.
-    ReplayWindowBody => closed_object()
-        .property("since", date_time(false, "RFC 3339"))
-        .property("until", date_time(false, "RFC 3339; after `since`, at most 366 days later"))
-        .property("subscription_id", text(64, false))
-        .property(
-            "event_types",
-            ArrayBuilder::new().schema_type(ty(Type::Array, true)).items(text(200, false)).min_items(Some(1)).max_items(Some(100)),
-        )
-        .property("source", text(1024, true))
-        .required("since")
-        .required("until")
-        .required("subscription_id")
-        .into();
-
     /// What an unlock does with the messages the lock held: `deliver` them (the default), end them
     /// `dead` (`dead_reason` `expired`), or `dead_older_than` ends those created more than
     /// `older_than_secs` ago and delivers the rest.

@@ -5,9 +5,8 @@
 use domain::dto;
 use domain::errors::FieldError;
 use domain::event::CloudEvent;
-use domain::input::Fields;
 use domain::operational;
-use domain::request::EventTypes;
+use domain::request::ReplayWindowBody;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
@@ -229,21 +228,18 @@ pub async fn get(
 /// id, a fresh attempt budget and TTL, whether or not it had one before. Written
 /// a few hundred at a time, each batch in its own transaction.
 pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
-    let mut f = Fields::new(body, "")?;
-    let since = f.string("since", true, 64);
-    let until = f.string("until", true, 64);
-    let subscription_id = f.string("subscription_id", true, 64);
-    let only_types = f.rule::<EventTypes>("event_types", false).map(|types| types.0);
-    let source = f.string("source", false, 1024);
-    f.finish()?;
-    // Both are present: finish() refused the body otherwise.
-    let (Some(since_ms), Some(until_ms)) = window(since.as_deref(), until.as_deref())? else {
-        return Err(ServiceError::field("since", "is required"));
-    };
+    let body = ReplayWindowBody::read(body)?;
+    let (since, until) = (body.since.text, body.until.text);
+    let (since_ms, until_ms) = (body.since.ms, body.until.ms);
+    if since_ms >= until_ms {
+        return Err(ServiceError::field("until", "must be after since"));
+    }
     if until_ms - since_ms > MAX_WINDOW_MS {
         return Err(ServiceError::field("until", "the window is at most 366 days"));
     }
-    let sub = subscriptions::get(&services.db, subscription_id.as_deref().unwrap_or_default())
+    let only_types = body.event_types.map(|types| types.0);
+    let source = body.source.map(|source| source.0);
+    let sub = subscriptions::get(&services.db, &body.subscription_id.0)
         .await?
         .filter(|s| who.sees(&s.customer_id))
         .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;

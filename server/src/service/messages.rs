@@ -2,7 +2,7 @@
 
 use chrono::DateTime;
 use domain::dto;
-use domain::input::Fields;
+use domain::request::BulkReplayBody;
 use domain::states::MessageState;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
@@ -118,20 +118,16 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Resul
 
 /// Replays every dead message that matches the filter.
 pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
-    let mut f = Fields::new(body, "")?;
+    let body = BulkReplayBody::read(body)?;
     let q = ListQuery {
         event_id: None,
-        customer_id: f.string("customer_id", false, 64),
-        subscription_id: f.string("subscription_id", false, 64),
-        state: f.string("state", true, 20),
-        event_type: f.string("event_type", false, 200),
-        since: f.string("since", false, 64),
-        until: f.string("until", false, 64),
+        customer_id: body.customer_id.map(|id| id.0),
+        subscription_id: body.subscription_id.map(|id| id.0),
+        state: Some(MessageState::Dead.as_str().to_string()),
+        event_type: body.event_type.map(|t| t.0),
+        since: body.since.map(|t| t.text),
+        until: body.until.map(|t| t.text),
     };
-    if q.state.as_deref().is_some_and(|s| s != "dead") {
-        f.error("state", "must be dead");
-    }
-    f.finish()?;
     let filter = filter(who, &q)?;
     let mut detail = serde_json::to_value(&q).unwrap_or_default();
     if let Some(fields) = detail.as_object_mut() {

@@ -266,7 +266,15 @@ async fn the_openapi_document_describes_every_route() {
         let name = target.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{target}"));
         assert!(schemas.contains_key(name), "{target} is referred to but not in the document");
     }
-    for body in ["NameBody", "PreviewBody", "RetryPolicy", "SubscriptionBody", "SubscriptionPatch"] {
+    for body in [
+        "NameBody",
+        "PreviewBody",
+        "RetryPolicy",
+        "SubscriptionBody",
+        "SubscriptionPatch",
+        "BulkReplayBody",
+        "ReplayWindowBody",
+    ] {
         assert!(found.contains(&format!("#/components/schemas/{body}")), "{body} is not referred to");
     }
     let name = &schemas["NameBody"]["properties"]["name"];
