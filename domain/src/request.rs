@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::errors::FieldError;
 use crate::input::{Fields, check_text, whole_number};
 use crate::policy::RetryPolicy;
-use crate::states::{ContentMode, SubscriptionStatus};
+use crate::states::{ContentMode, Role, SubscriptionStatus};
 use crate::target::TargetUrl;
 
 /// How one field's present, non-null value is read and described.
@@ -132,6 +132,35 @@ impl FieldRule for TargetUrl {
     }
 }
 
+/// A password: 8 to 200 characters, no NUL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Password(…)")
+    }
+}
+
+impl FieldRule for Password {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let Text::<200>(password) = Text::read(value, name)?;
+        if password.chars().count() < 8 {
+            return Err(vec![FieldError::new(name, "must be at least 8 characters")]);
+        }
+        Ok(Password(password))
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        openapi::object_of(utoipa::openapi::schema::Type::String, nullable)
+            .min_length(Some(8))
+            .max_length(Some(200))
+            .pattern(Some(TEXT_PATTERN))
+            .into()
+    }
+}
+
 /// An RFC 3339 time, as written and as unix milliseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Time {
@@ -193,7 +222,7 @@ macro_rules! text_enum_rule {
     )+};
 }
 
-text_enum_rule!(ContentMode, SubscriptionStatus);
+text_enum_rule!(ContentMode, Role, SubscriptionStatus);
 
 /// `a`, `a or b`, `a, b or c`.
 fn one_of(texts: &[&str]) -> String {
@@ -242,7 +271,9 @@ impl Fields<'_> {
 #[cfg(feature = "openapi")]
 pub mod openapi {
     use utoipa::openapi::RefOr;
-    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type};
+    use utoipa::openapi::schema::{
+        AdditionalProperties, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
+    };
 
     /// A schema of `ty`, or `null` too when `nullable`.
     pub fn object_of(ty: Type, nullable: bool) -> ObjectBuilder {
@@ -285,6 +316,21 @@ pub mod openapi {
         }
     }
 
+    /// A user's `customer_id`: required with the role `customer`, absent or null with `admin`.
+    pub fn customer_names_customer(user: &mut Object) {
+        let role = |role: &str| ObjectBuilder::new().schema_type(Type::String).enum_values(Some([role]));
+        let customer = ObjectBuilder::new()
+            .property("role", role("customer"))
+            .property("customer_id", ObjectBuilder::new().schema_type(Type::String))
+            .required("customer_id");
+        let admin = ObjectBuilder::new()
+            .property("role", role("admin"))
+            .property("customer_id", ObjectBuilder::new().schema_type(Type::Null));
+        // utoipa's Object has no `oneOf` next to `properties`: added as a raw keyword.
+        let one_of = serde_json::json!([customer.build(), admin.build()]);
+        user.extensions.get_or_insert_with(Default::default).insert("oneOf".into(), one_of);
+    }
+
     /// An object that takes no field but those it names.
     pub fn closed_object() -> ObjectBuilder {
         ObjectBuilder::new()
@@ -296,7 +342,8 @@ pub mod openapi {
 /// Declares a request body: a struct of its fields (a required one as its rule's type, an
 /// optional one as an `Option`), `read` from JSON, and its schema. Given `patch`, it also declares
 /// the body that changes such an object: the same fields, each optional, less those after `;`
-/// (set only when the object is created).
+/// (set only when the object is created). Given `schema then f`, `f` adds to the schema what ties
+/// fields together (their rule is the use case's).
 macro_rules! request_body {
     (
         $(#[$meta:meta])* $name:ident, patch $(#[$patch_meta:meta])* $patch:ident {
@@ -314,7 +361,11 @@ macro_rules! request_body {
             $(#[$patch_meta])* $patch { $($(#[doc = $doc])* optional $field: $rule,)+ }
         }
     };
-    ($(#[$meta:meta])* $name:ident { $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ $(,)? }) => {
+    (
+        $(#[$meta:meta])* $name:ident $(, schema then $finish:path)? {
+            $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ $(,)?
+        }
+    ) => {
         $(#[$meta])*
         #[derive(Debug, Clone)]
         pub struct $name { $($(#[doc = $doc])* pub $field: request_body!(@type $kind $rule)),+ }
@@ -338,6 +389,9 @@ macro_rules! request_body {
                         &[$($doc),*],
                     )))+;
                 $(if request_body!(@required $kind) { object = object.required(stringify!($field)); })+
+                #[allow(unused_mut)]
+                let mut object = object.build();
+                $($finish(&mut object);)?
                 object.into()
             }
         }
@@ -419,6 +473,16 @@ request_body! {
     }
 }
 
+request_body! {
+    /// A dashboard user: a `customer` user names its customer, an `admin` does not.
+    UserBody, schema then openapi::customer_names_customer {
+        required username: Text<100>,
+        required password: Password,
+        required role: Role,
+        optional customer_id: Text<64>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -449,6 +513,10 @@ mod tests {
         let bulk: Vec<String> =
             BulkReplayBody::read(&json!({"state": "held"})).unwrap_err().into_iter().map(|e| e.message).collect();
         assert_eq!(bulk, ["must be dead"]);
+        let user = UserBody::read(&json!({"username": "ann", "password": "ééééééé", "role": "root"})).unwrap_err();
+        let named: Vec<(&str, &str)> = user.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
+        let expected = [("password", "must be at least 8 characters"), ("role", "must be admin or customer")];
+        assert_eq!(named, expected, "seven characters are too few, however many bytes they take");
     }
 
     #[cfg(feature = "openapi")]

@@ -7,12 +7,12 @@ use axum::{Json, Router};
 use domain::dto;
 use serde::Deserialize;
 
-use domain::request::NameBody;
+use domain::request::{NameBody, UserBody};
 
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::schemas::{
-    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, PageQuery, ReadErrors, UserBody,
+    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, PageQuery, ReadErrors,
 };
 use super::state::ApiState;
 use crate::service::{self, Principal, audit, customers, page_request};

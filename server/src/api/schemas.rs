@@ -8,7 +8,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use domain::request::TEXT_PATTERN;
 use domain::request::openapi::closed_object;
 use domain::states::MessageState;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
@@ -20,8 +19,6 @@ use utoipa::openapi::schema::{
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required};
 use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
-/// Text the service accepts (`check_text`): not blank, no NUL.
-const TEXT: &str = TEXT_PATTERN;
 /// Any text without NUL: what ids and filters in a path or query may hold.
 const NO_NUL: &str = r"^[^\x00]*$";
 /// CloudEvents strings: not empty, no control characters (U+0000–U+001F, U+007F–U+009F).
@@ -30,15 +27,6 @@ const PRESETS: [&str; 3] = ["workfront", "event-grid", "eventarc"];
 
 fn ty(t: Type, nullable: bool) -> SchemaType {
     if nullable { SchemaType::from_iter([t, Type::Null]) } else { SchemaType::new(t) }
-}
-
-fn text(max_len: usize, nullable: bool) -> Object {
-    ObjectBuilder::new()
-        .schema_type(ty(Type::String, nullable))
-        .min_length(Some(1))
-        .max_length(Some(max_len))
-        .pattern(Some(TEXT))
-        .build()
 }
 
 fn integer(min: u32, max: u32, nullable: bool) -> Object {
@@ -89,30 +77,6 @@ macro_rules! described {
 }
 
 described! {
-    /// A dashboard user: a `customer` user names its customer, an `admin` does not.
-    UserBody => {
-        let mut body = closed_object()
-            .property("username", text(100, false))
-            .property("password", ObjectBuilder::new().schema_type(Type::String).min_length(Some(8)).max_length(Some(200)).pattern(Some(TEXT)))
-            .property("role", one_of_enum(&["admin", "customer"], false))
-            .property("customer_id", text(64, true))
-            .required("username")
-            .required("password")
-            .required("role")
-            .build();
-        let customer = ObjectBuilder::new()
-            .property("role", ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["customer"])))
-            .property("customer_id", ObjectBuilder::new().schema_type(Type::String))
-            .required("customer_id");
-        let admin = ObjectBuilder::new()
-            .property("role", ObjectBuilder::new().schema_type(Type::String).enum_values(Some(["admin"])))
-            .property("customer_id", ObjectBuilder::new().schema_type(Type::Null));
-        // utoipa's Object has no `oneOf` next to `properties`: add it as a raw keyword.
-        let one_of = serde_json::json!([customer.build(), admin.build()]);
-        body.extensions.get_or_insert_with(Default::default).insert("oneOf".into(), one_of);
-        body.into()
-    };
-
     /// A retry policy: a preset name, a preset with overrides, or a custom `exponential` or `schedule`
     /// policy. For `exponential`, `min_delay_secs` must not exceed `max_delay_secs` (factor 2; linear when
     /// they are equal). Null fields take their defaults.

@@ -3,8 +3,7 @@
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
 use domain::dto;
-use domain::input::Fields;
-use domain::request::NameBody;
+use domain::request::{NameBody, UserBody};
 use domain::states::Role;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
@@ -67,28 +66,14 @@ pub async fn create_api_key(
 
 pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> Result<dto::User> {
     who.require_admin()?;
-    let mut f = Fields::new(body, "")?;
-    let username = f.string("username", true, 100);
-    let password = f.string("password", true, 200);
-    let role = f.string("role", true, 20);
-    let customer_id = f.string("customer_id", false, 64);
-    let role = role.and_then(|r| {
-        Role::parse(&r).or_else(|| {
-            f.error("role", "must be admin or customer");
-            None
-        })
-    });
-    if password.as_ref().is_some_and(|p| p.len() < 8) {
-        f.error("password", "must be at least 8 characters");
-    }
+    let body = UserBody::read(body)?;
+    let (username, password, role) = (body.username.0, body.password.0, body.role);
+    let customer_id = body.customer_id.map(|id| id.0);
     match (role, &customer_id) {
-        (Some(Role::Customer), None) => f.error("customer_id", "is required for a customer user"),
-        (Some(Role::Admin), Some(_)) => f.error("customer_id", "must be empty for an admin"),
+        (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
+        (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),
         _ => {}
     }
-    f.finish()?;
-    let (username, password, role) =
-        (username.unwrap_or_default(), password.unwrap_or_default(), role.unwrap_or(Role::Customer));
     if let Some(id) = &customer_id {
         customers::get(&services.db, id)
             .await?

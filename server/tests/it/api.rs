@@ -274,6 +274,7 @@ async fn the_openapi_document_describes_every_route() {
         "SubscriptionPatch",
         "BulkReplayBody",
         "ReplayWindowBody",
+        "UserBody",
     ] {
         assert!(found.contains(&format!("#/components/schemas/{body}")), "{body} is not referred to");
     }
