@@ -360,6 +360,13 @@ macro_rules! request_body {
         request_body! {
             $(#[$patch_meta])* $patch { $($(#[doc = $doc])* optional $field: $rule,)+ }
         }
+
+        impl $name {
+            /// The body as a change of every field it shares with the patch.
+            pub fn to_patch(&self) -> $patch {
+                $patch { $($field: request_body!(@some $kind self.$field.clone())),+ }
+            }
+        }
     };
     (
         $(#[$meta:meta])* $name:ident $(, schema then $finish:path)? {
@@ -409,6 +416,8 @@ macro_rules! request_body {
     (@required optional) => { false };
     (@take required $field:ident) => { $field.expect("a required field is present when there are no errors") };
     (@take optional $field:ident) => { $field };
+    (@some required $value:expr) => { Some($value) };
+    (@some optional $value:expr) => { $value };
 }
 
 request_body! {

@@ -40,30 +40,21 @@ struct Changes {
 /// Reads a create's body (`SubscriptionBody`) or a change's (`SubscriptionPatch`); a private
 /// address is refused unless the settings allow it.
 fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Changes> {
-    let c = if creating {
-        let b = SubscriptionBody::read(body)?;
-        Changes {
-            name: Some(b.name.0),
-            url: Some(b.url),
-            event_types: Some(b.event_types.0),
-            retry_policy: b.retry_policy,
-            timeout_ms: b.timeout_ms.map(|t| t.0),
-            content_mode: b.content_mode,
-            status: b.status,
-            customer_id: b.customer_id.map(|c| c.0),
-        }
+    let (b, customer_id) = if creating {
+        let created = SubscriptionBody::read(body)?;
+        (created.to_patch(), created.customer_id.map(|id| id.0))
     } else {
-        let b = SubscriptionPatch::read(body)?;
-        Changes {
-            name: b.name.map(|n| n.0),
-            url: b.url,
-            event_types: b.event_types.map(|t| t.0),
-            retry_policy: b.retry_policy,
-            timeout_ms: b.timeout_ms.map(|t| t.0),
-            content_mode: b.content_mode,
-            status: b.status,
-            customer_id: None,
-        }
+        (SubscriptionPatch::read(body)?, None)
+    };
+    let c = Changes {
+        name: b.name.map(|n| n.0),
+        url: b.url,
+        event_types: b.event_types.map(|t| t.0),
+        retry_policy: b.retry_policy,
+        timeout_ms: b.timeout_ms.map(|t| t.0),
+        content_mode: b.content_mode,
+        status: b.status,
+        customer_id,
     };
     if !allow_private && c.url.as_ref().is_some_and(TargetUrl::is_forbidden_literal) {
         return Err(ServiceError::field("url", "targets a private, loopback or link-local address"));
