@@ -9,6 +9,9 @@ use super::errors::FieldError;
 /// The longest id, source or type Herald accepts.
 pub const MAX_ATTRIBUTE_LEN: usize = 1024;
 
+/// The most events one batch publishes.
+pub const MAX_BATCH: usize = 1000;
+
 const CONTEXT_ATTRIBUTES: &[&str] =
     &["specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time"];
 
@@ -194,6 +197,109 @@ fn percent_encode_header(value: &str) -> String {
         }
     }
     out
+}
+
+/// What the OpenAPI document says of a published event: the rules [`CloudEvent::parse`] applies.
+#[cfg(feature = "openapi")]
+pub mod schema {
+    use std::borrow::Cow;
+
+    use utoipa::openapi::schema::{ArrayBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+    use utoipa::openapi::{Ref, RefOr};
+    use utoipa::{PartialSchema, ToSchema};
+
+    use super::{MAX_ATTRIBUTE_LEN, MAX_BATCH};
+    use crate::request::openapi::enum_of;
+
+    /// A CloudEvent 1.0 in JSON: `specversion`, `id`, `source`, `type`, optional attributes, `data` or
+    /// `data_base64` (not both), and extension attributes (names of 1 to 20 lowercase letters or digits,
+    /// values string, number or boolean).
+    pub struct CloudEventBody;
+
+    /// Not empty, no control characters (U+0000–U+001F, U+007F–U+009F): see `check_string`.
+    const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]+$";
+
+    impl PartialSchema for CloudEventBody {
+        fn schema() -> RefOr<Schema> {
+            let string =
+                || ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).pattern(Some(NO_CONTROL));
+            let attribute = || string().max_length(Some(MAX_ATTRIBUTE_LEN));
+            let extension = ObjectBuilder::new()
+                .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean]))
+                .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]*$"));
+            let names = r"^(specversion|id|source|type|datacontenttype|dataschema|subject|time|data|data_base64|[a-z0-9]{1,20})$";
+            let mut event = ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("specversion", enum_of(&["1.0"], false))
+                .property(
+                    "id",
+                    attribute().description(Some("At most 1024 bytes; `(source, id)` is unique per customer")),
+                )
+                .property("source", attribute().description(Some("At most 1024 bytes")))
+                .property(
+                    "type",
+                    attribute().description(Some(
+                        "At most 1024 bytes; the prefix `herald.` is reserved for Herald's operational events",
+                    )),
+                )
+                .property("datacontenttype", string())
+                .property("dataschema", string())
+                .property("subject", string())
+                .property(
+                    "time",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+                        .description(Some("RFC 3339")),
+                )
+                .property(
+                    "data",
+                    ObjectBuilder::new().schema_type(SchemaType::AnyValue).description(Some("Any JSON value")),
+                )
+                .property(
+                    "data_base64",
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte))),
+                )
+                .required("specversion")
+                .required("id")
+                .required("source")
+                .required("type")
+                .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(names))))
+                .additional_properties(Some(extension))
+                .build();
+            // utoipa's Object has no `not`: added as a raw keyword.
+            let not_both = serde_json::json!({"required": ["data", "data_base64"]});
+            event.extensions.get_or_insert_with(Default::default).insert("not".into(), not_both);
+            event.into()
+        }
+    }
+
+    impl ToSchema for CloudEventBody {
+        fn name() -> Cow<'static, str> {
+            Cow::Borrowed("CloudEventBody")
+        }
+    }
+
+    /// The batch form of publishing: `application/cloudevents-batch+json`.
+    pub struct CloudEventBatch;
+
+    impl PartialSchema for CloudEventBatch {
+        fn schema() -> RefOr<Schema> {
+            let event = RefOr::Ref(Ref::from_schema_name("CloudEventBody"));
+            ArrayBuilder::new().items(event).min_items(Some(1)).max_items(Some(MAX_BATCH)).into()
+        }
+    }
+
+    impl ToSchema for CloudEventBatch {
+        fn name() -> Cow<'static, str> {
+            Cow::Borrowed("CloudEventBatch")
+        }
+        fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+            schemas.push((CloudEventBody::name().into(), CloudEventBody::schema()));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use crate::dto::Backlog;
 use crate::errors::FieldError;
 use crate::input::{Fields, check_text, whole_number};
 use crate::policy::RetryPolicy;
@@ -492,6 +493,93 @@ request_body! {
     }
 }
 
+/// The longest `older_than_secs` an unlock takes: ten years.
+pub const MAX_OLDER_THAN_SECS: i64 = 10 * 366 * 86_400;
+
+/// What an unlock does with the messages the lock held: `deliver` them (the default), end them
+/// `dead` (`dead_reason` `expired`), or `dead_older_than` ends those created more than
+/// `older_than_secs` ago and delivers the rest. Its two fields go together, so its schema is a
+/// `oneOf` of the two shapes it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnlockBody(pub Backlog);
+
+/// The choice `backlog` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BacklogChoice {
+    Deliver,
+    Dead,
+    DeadOlderThan,
+}
+
+impl FieldRule for BacklogChoice {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        match value.as_str() {
+            Some("deliver") => Ok(BacklogChoice::Deliver),
+            Some("dead") => Ok(BacklogChoice::Dead),
+            Some("dead_older_than") => Ok(BacklogChoice::DeadOlderThan),
+            _ => Err(vec![FieldError::new(name, "must be deliver, dead or dead_older_than")]),
+        }
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        openapi::enum_of(&["deliver", "dead", "dead_older_than"], nullable)
+    }
+}
+
+type OlderThanSecs = Integer<1, MAX_OLDER_THAN_SECS>;
+
+impl UnlockBody {
+    /// Reads the body, or every error of its fields; both fields are optional (an empty body
+    /// delivers the backlog), and `older_than_secs` goes with `dead_older_than` only.
+    pub fn read(body: &Value) -> Result<UnlockBody, Vec<FieldError>> {
+        let mut f = Fields::new(body, "")?;
+        let choice = f.rule::<BacklogChoice>("backlog", false);
+        let older_than = f.rule::<OlderThanSecs>("older_than_secs", false);
+        let named_badly = |f: &Fields, field: &str| f.errors.iter().any(|e| e.field == field);
+        let backlog = match (choice, older_than) {
+            (None | Some(BacklogChoice::Deliver), None) => Backlog::Deliver,
+            (Some(BacklogChoice::Dead), None) => Backlog::Dead,
+            (Some(BacklogChoice::DeadOlderThan), Some(Integer(secs))) => Backlog::DeadOlderThan { secs },
+            (Some(BacklogChoice::DeadOlderThan), None) => {
+                if !named_badly(&f, "older_than_secs") {
+                    f.error("older_than_secs", "is required when backlog is dead_older_than");
+                }
+                Backlog::Deliver
+            }
+            (None | Some(BacklogChoice::Deliver | BacklogChoice::Dead), Some(_)) => {
+                if !named_badly(&f, "backlog") {
+                    f.error("older_than_secs", "is only for backlog dead_older_than");
+                }
+                Backlog::Deliver
+            }
+        };
+        f.finish()?;
+        Ok(UnlockBody(backlog))
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for UnlockBody {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::OneOfBuilder;
+        let with_secs = openapi::closed_object()
+            .property("backlog", openapi::enum_of(&["dead_older_than"], false))
+            .property("older_than_secs", OlderThanSecs::schema(false))
+            .required("backlog")
+            .required("older_than_secs");
+        let without = openapi::closed_object().property("backlog", openapi::enum_of(&["deliver", "dead"], false));
+        OneOfBuilder::new().item(without).item(with_secs).into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for UnlockBody {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("UnlockBody")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -526,6 +614,36 @@ mod tests {
         let named: Vec<(&str, &str)> = user.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
         let expected = [("password", "must be at least 8 characters"), ("role", "must be admin or customer")];
         assert_eq!(named, expected, "seven characters are too few, however many bytes they take");
+    }
+
+    #[test]
+    fn an_unlock_reads_its_two_fields_together() {
+        let read = |body: Value| UnlockBody::read(&body).map(|b| b.0);
+        assert_eq!(read(json!({})), Ok(Backlog::Deliver));
+        assert_eq!(read(json!({"backlog": "dead"})), Ok(Backlog::Dead));
+        let older = read(json!({"backlog": "dead_older_than", "older_than_secs": 60.0}));
+        assert_eq!(older, Ok(Backlog::DeadOlderThan { secs: 60 }));
+        let named = |body: Value| -> Vec<(String, String)> {
+            read(body).unwrap_err().into_iter().map(|e| (e.field, e.message)).collect()
+        };
+        let one = |field: &str, message: &str| vec![(field.to_string(), message.to_string())];
+        assert_eq!(
+            named(json!({"backlog": "dead_older_than"})),
+            one("older_than_secs", "is required when backlog is dead_older_than")
+        );
+        assert_eq!(
+            named(json!({"older_than_secs": 60})),
+            one("older_than_secs", "is only for backlog dead_older_than")
+        );
+        assert_eq!(
+            named(json!({"backlog": 5, "older_than_secs": 60})),
+            one("backlog", "must be deliver, dead or dead_older_than"),
+            "a bad choice is named alone"
+        );
+        assert_eq!(
+            named(json!({"backlog": "dead_older_than", "older_than_secs": 0})),
+            one("older_than_secs", "must be an integer from 1 to 316224000")
+        );
     }
 
     #[cfg(feature = "openapi")]

@@ -5,7 +5,8 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
-use domain::request::{BulkReplayBody, PreviewBody, ReplayWindowBody};
+use domain::event::schema::{CloudEventBatch, CloudEventBody};
+use domain::request::{BulkReplayBody, PreviewBody, ReplayWindowBody, UnlockBody};
 use serde::Deserialize;
 
 use super::admin::PageParams;
@@ -13,14 +14,13 @@ use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{
-    BodyErrors, CloudEventBatch, CloudEventBody, CustomerPageQuery, CustomerQuery, EventKeyQuery, EventQuery,
-    EventReadErrors, ListErrors, MessageQuery, PublishErrors, ReadErrors, ReplayErrors, UnlockBody, UnlockErrors,
-    WindowReplayErrors,
+    BodyErrors, CustomerPageQuery, CustomerQuery, EventKeyQuery, EventQuery, EventReadErrors, ListErrors, MessageQuery,
+    PublishErrors, ReadErrors, ReplayErrors, UnlockErrors, WindowReplayErrors,
 };
 use super::state::ApiState;
 use super::subscriptions::ListParams;
 use crate::service::messages::ListQuery;
-use crate::service::{Principal, endpoints, events, messages, policies};
+use crate::service::{Principal, ServiceError, endpoints, events, messages, policies};
 
 pub fn router() -> Router<ApiState> {
     Router::new()
@@ -193,7 +193,7 @@ async fn unlock(
     body: JsonBody,
 ) -> ApiResult<Json<dto::Endpoint>> {
     who.require_admin()?;
-    let backlog = endpoints::parse_backlog(&body.value)?;
+    let UnlockBody(backlog) = UnlockBody::read(&body.value).map_err(ServiceError::from)?;
     Ok(Json(endpoints::unlock(&s, &who, &id, backlog).await?))
 }
 

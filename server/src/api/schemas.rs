@@ -1,36 +1,25 @@
-//! What the OpenAPI document says about requests, and the error responses:
-//! the request bodies not yet declared with their rules in `domain::request`
-//! (handlers read these field by field, so every error names its field; these
-//! types only describe them), the query parameters of the lists, and the
-//! problem+json answers. Every constraint here mirrors a check in the service
-//! layer, so that a client generated from the document sends what the server accepts.
+//! What the OpenAPI document says about the query parameters of the lists, and the problem+json
+//! answers. (Request bodies are declared with their rules in `domain::request`, events in
+//! `domain::event`, retry policies in `domain::policy`.) Every constraint here mirrors a check in
+//! the service layer, so that a client generated from the document sends what the server accepts.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use domain::request::openapi::closed_object;
 use domain::states::MessageState;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::ResponseBuilder;
 use utoipa::openapi::schema::{
-    AnyOfBuilder, ArrayBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType,
-    Type,
+    AnyOfBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType, Type,
 };
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, Required};
 use utoipa::{IntoParams, IntoResponses, PartialSchema, ToSchema};
 
 /// Any text without NUL: what ids and filters in a path or query may hold.
 const NO_NUL: &str = r"^[^\x00]*$";
-/// CloudEvents strings: not empty, no control characters (U+0000–U+001F, U+007F–U+009F).
-const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]+$";
-const PRESETS: [&str; 3] = ["workfront", "event-grid", "eventarc"];
 
 fn ty(t: Type, nullable: bool) -> SchemaType {
     if nullable { SchemaType::from_iter([t, Type::Null]) } else { SchemaType::new(t) }
-}
-
-fn integer(min: u32, max: u32, nullable: bool) -> Object {
-    ObjectBuilder::new().schema_type(ty(Type::Integer, nullable)).minimum(Some(min)).maximum(Some(max)).build()
 }
 
 fn one_of_enum(values: &[&str], nullable: bool) -> Schema {
@@ -54,148 +43,8 @@ fn reference(name: &str) -> RefOr<Schema> {
     RefOr::Ref(Ref::from_schema_name(name))
 }
 
-/// Declares request-body types whose schema is written by hand below; `[Other]` lists the named
-/// schemas it refers to, so that the document's components hold them.
-macro_rules! described {
-    ($($(#[$meta:meta])* $name:ident $([$($uses:ident),+])? => $schema:expr;)+) => {$(
-        $(#[$meta])*
-        pub struct $name;
-        impl PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                $schema
-            }
-        }
-        impl ToSchema for $name {
-            fn name() -> Cow<'static, str> {
-                Cow::Borrowed(stringify!($name))
-            }
-            fn schemas(_schemas: &mut Vec<(String, RefOr<Schema>)>) {
-                $($(_schemas.push(($uses::name().into(), $uses::schema()));)+)?
-            }
-        }
-    )+};
-}
-
-described! {
-    /// A retry policy: a preset name, a preset with overrides, or a custom `exponential` or `schedule`
-    /// policy. For `exponential`, `min_delay_secs` must not exceed `max_delay_secs` (factor 2; linear when
-    /// they are equal). Null fields take their defaults.
-    RetryPolicy => retry_policy();
-
-    /// What an unlock does with the messages the lock held: `deliver` them (the default), end them
-    /// `dead` (`dead_reason` `expired`), or `dead_older_than` ends those created more than
-    /// `older_than_secs` ago and delivers the rest.
-    UnlockBody => OneOfBuilder::new()
-        .item(closed_object().property("backlog", one_of_enum(&["deliver", "dead"], false)))
-        .item(
-            closed_object()
-                .property("backlog", one_of_enum(&["dead_older_than"], false))
-                .property("older_than_secs", integer(1, 316_224_000, false))
-                .required("backlog")
-                .required("older_than_secs"),
-        )
-        .into();
-
-    /// A CloudEvent 1.0 in JSON: `specversion`, `id`, `source`, `type`, optional attributes, `data` or
-    /// `data_base64` (not both), and extension attributes (names of 1 to 20 lowercase letters or digits,
-    /// values string, number or boolean).
-    CloudEventBody => cloud_event();
-}
-
 fn names<T>(all: &'static [T], name: fn(&T) -> &'static str) -> Vec<&'static str> {
     all.iter().map(name).collect()
-}
-
-fn retry_policy() -> RefOr<Schema> {
-    let retry_on = OneOfBuilder::new()
-        .item(one_of_enum(&["all", "transient"], false))
-        .item(ArrayBuilder::new().items(integer(100, 599, false)).min_items(Some(1)).max_items(Some(50)))
-        .item(ObjectBuilder::new().schema_type(Type::Null))
-        .description(Some(
-            "`all`, `transient` (408, 409, 429, 500, 502, 503, 504, timeouts and connection errors), or the status codes to retry",
-        ))
-        .build();
-    let common = |kinds: &[&str]| {
-        closed_object()
-            .property("kind", one_of_enum(kinds, false))
-            .property("max_attempts", integer(1, 100, true))
-            .property("ttl_secs", integer(1, 604_800, true))
-            .property("retry_on", Schema::OneOf(retry_on.clone()))
-            .required("kind")
-    };
-    let delays = ArrayBuilder::new().items(integer(1, 604_800, false)).min_items(Some(1)).max_items(Some(100));
-    let jitter = ObjectBuilder::new().schema_type(ty(Type::Number, true)).minimum(Some(0)).maximum(Some(0.5));
-    OneOfBuilder::new()
-        .item(one_of_enum(&PRESETS, false))
-        .item(common(&PRESETS))
-        .item(
-            common(&["exponential"])
-                .property("min_delay_secs", integer(1, 600, false))
-                .property("max_delay_secs", integer(1, 600, false))
-                .required("min_delay_secs")
-                .required("max_delay_secs"),
-        )
-        .item(common(&["schedule"]).property("delays_secs", delays).property("jitter", jitter).required("delays_secs"))
-        .into()
-}
-
-fn cloud_event() -> RefOr<Schema> {
-    let string = || ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).pattern(Some(NO_CONTROL));
-    let attribute = || string().max_length(Some(1024));
-    let extension = ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean]))
-        .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]*$"));
-    let names =
-        r"^(specversion|id|source|type|datacontenttype|dataschema|subject|time|data|data_base64|[a-z0-9]{1,20})$";
-    let mut event = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property("specversion", one_of_enum(&["1.0"], false))
-        .property("id", attribute().description(Some("At most 1024 bytes; `(source, id)` is unique per customer")))
-        .property("source", attribute().description(Some("At most 1024 bytes")))
-        .property(
-            "type",
-            attribute().description(Some(
-                "At most 1024 bytes; the prefix `herald.` is reserved for Herald's operational events",
-            )),
-        )
-        .property("datacontenttype", string())
-        .property("dataschema", string())
-        .property("subject", string())
-        .property("time", date_time(false, "RFC 3339"))
-        .property("data", ObjectBuilder::new().schema_type(SchemaType::AnyValue).description(Some("Any JSON value")))
-        .property(
-            "data_base64",
-            ObjectBuilder::new().schema_type(Type::String).format(Some(SchemaFormat::KnownFormat(KnownFormat::Byte))),
-        )
-        .required("specversion")
-        .required("id")
-        .required("source")
-        .required("type")
-        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).pattern(Some(names))))
-        .additional_properties(Some(extension))
-        .build();
-    // utoipa's Object has no `not`: add it as a raw keyword.
-    let not_both = serde_json::json!({"required": ["data", "data_base64"]});
-    event.extensions.get_or_insert_with(Default::default).insert("not".into(), not_both);
-    event.into()
-}
-
-/// The batch form of publishing: `application/cloudevents-batch+json`.
-pub struct CloudEventBatch;
-
-impl PartialSchema for CloudEventBatch {
-    fn schema() -> RefOr<Schema> {
-        ArrayBuilder::new().items(reference("CloudEventBody")).min_items(Some(1)).max_items(Some(1000)).into()
-    }
-}
-
-impl ToSchema for CloudEventBatch {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("CloudEventBatch")
-    }
-    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
-        schemas.push((CloudEventBody::name().into(), CloudEventBody::schema()));
-    }
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 //! Endpoints: the circuit of each target URL, and the admin's unlock.
 
 use domain::dto::{self, Backlog};
-use domain::input::Fields;
 use domain::operational::EndpointReport;
 use domain::states::EndpointState;
 use sea_orm::TransactionTrait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
@@ -24,38 +23,6 @@ pub async fn list(
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     let (now, window_ms) = (services.now_ms(), services.settings.breaker.window_secs as i64 * 1000);
     Ok(dto::Page::of(rows.into_iter().map(|r| views::endpoint(r, now, window_ms)).collect(), next_cursor))
-}
-
-/// The longest `older_than_secs` an unlock takes: ten years.
-const MAX_OLDER_THAN_SECS: i64 = 10 * 366 * 86_400;
-
-/// Reads an unlock's body: `{"backlog": "deliver" | "dead" | "dead_older_than", "older_than_secs": N}`,
-/// both optional (an empty body delivers the backlog).
-pub fn parse_backlog(body: &Value) -> Result<Backlog> {
-    let mut f = Fields::new(body, "")?;
-    let choice = f.string("backlog", false, 32);
-    let older_than = f.integer("older_than_secs", 1, MAX_OLDER_THAN_SECS);
-    let backlog = match (choice.as_deref(), older_than) {
-        (None | Some("deliver"), None) => Backlog::Deliver,
-        (Some("dead"), None) => Backlog::Dead,
-        (Some("dead_older_than"), Some(secs)) => Backlog::DeadOlderThan { secs },
-        (Some("dead_older_than"), None) => {
-            if !f.errors.iter().any(|e| e.field == "older_than_secs") {
-                f.error("older_than_secs", "is required when backlog is dead_older_than");
-            }
-            Backlog::Deliver
-        }
-        (None | Some("deliver" | "dead"), Some(_)) => {
-            f.error("older_than_secs", "is only for backlog dead_older_than");
-            Backlog::Deliver
-        }
-        (Some(_), _) => {
-            f.error("backlog", "must be deliver, dead or dead_older_than");
-            Backlog::Deliver
-        }
-    };
-    f.finish()?;
-    Ok(backlog)
 }
 
 /// Closes a disabled or locked endpoint's circuit, resets its counters, does

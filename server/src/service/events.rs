@@ -20,7 +20,7 @@ use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::{event_types, policy_of};
 use crate::store::{customers, events, messages, notify, subscriptions};
 
-pub const MAX_BATCH: usize = 1000;
+pub use domain::event::MAX_BATCH;
 
 /// Parses one event, or a batch when `batch` is set (the body must then be an array).
 pub fn parse(body: Value, batch: bool) -> Result<Vec<CloudEvent>> {
