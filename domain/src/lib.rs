@@ -6,6 +6,7 @@ pub mod dto;
 pub mod errors;
 pub mod event;
 pub mod health;
+pub mod ids;
 pub mod input;
 pub mod operational;
 pub mod policy;

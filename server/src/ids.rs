@@ -4,6 +4,7 @@ use std::sync::Mutex;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::ids::PrefixedId;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -21,6 +22,11 @@ pub fn new_id(prefix: &str) -> String {
     id.push('_');
     id.push_str(ulid.array_to_str(&mut text));
     id
+}
+
+/// A new id of its kind (`ids::new::<MessageId>()`).
+pub fn new<Id: PrefixedId>() -> Id {
+    Id::from(new_id(Id::PREFIX))
 }
 
 /// How much later than the creation time stored beside it an id may begin: a row's time is read

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use domain::dto;
+use domain::ids::{ApiKeyId, CustomerId};
 use serde::Deserialize;
 
 use domain::request::{NameBody, UserBody};
@@ -71,7 +72,7 @@ async fn list_customers(
 async fn create_api_key(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<CustomerId>,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::ApiKeyCreated>)> {
     Ok((StatusCode::CREATED, Json(customers::create_api_key(&s, &who, &id, &body.value).await?)))
@@ -84,7 +85,7 @@ async fn create_api_key(
 async fn list_api_keys(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<CustomerId>,
 ) -> ApiResult<Json<dto::Page<dto::ApiKey>>> {
     Ok(Json(dto::Page::of(customers::list_api_keys(&s, &who, &id).await?, None)))
 }
@@ -97,7 +98,7 @@ async fn list_api_keys(
 async fn revoke_api_key(
     State(s): State<ApiState>,
     who: Principal,
-    Path((id, key_id)): Path<(String, String)>,
+    Path((id, key_id)): Path<(CustomerId, ApiKeyId)>,
 ) -> ApiResult<StatusCode> {
     let token_hash = customers::revoke_api_key(&s, &who, &id, &key_id).await?;
     s.keys().forget(&token_hash);

@@ -6,6 +6,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
 use domain::event::schema::{CloudEventBatch, CloudEventBody};
+use domain::ids::{EndpointId, MessageId};
 use domain::request::{BulkReplayBody, PreviewBody, ReplayWindowBody, UnlockBody};
 use serde::Deserialize;
 
@@ -145,7 +146,7 @@ async fn list_messages(
 async fn message_detail(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<MessageId>,
 ) -> ApiResult<Json<dto::MessageDetail>> {
     Ok(Json(messages::detail(&s, &who, &id).await?))
 }
@@ -156,7 +157,7 @@ async fn message_detail(
 async fn replay_one(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<MessageId>,
 ) -> ApiResult<Json<dto::Message>> {
     Ok(Json(messages::replay_one(&s, &who, &id).await?))
 }
@@ -189,7 +190,7 @@ async fn list_endpoints(
 async fn unlock(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<EndpointId>,
     body: JsonBody,
 ) -> ApiResult<Json<dto::Endpoint>> {
     who.require_admin()?;

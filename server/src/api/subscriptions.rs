@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
+use domain::ids::SubscriptionId;
 use domain::request::SubscriptionBody;
 use serde::Deserialize;
 
@@ -55,7 +56,11 @@ async fn list(
 #[utoipa::path(get, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
     responses((status = 200, description = "The subscription, with its signing `secret`", body = dto::Subscription),
         SecretReadErrors))]
-async fn read(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<Json<dto::Subscription>> {
+async fn read(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<SubscriptionId>,
+) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::get(&s, &who, &id).await?))
 }
 
@@ -70,7 +75,7 @@ async fn read(State(s): State<ApiState>, who: Principal, Path(id): Path<String>)
 async fn update(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
     body: JsonBody,
 ) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::update(&s, &who, &id, &body.value).await?))
@@ -79,7 +84,7 @@ async fn update(
 #[utoipa::path(delete, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
     responses((status = 204, description = "Deleted; its undelivered messages are dead with `subscription_deleted`"),
         ReadErrors))]
-async fn remove(State(s): State<ApiState>, who: Principal, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn remove(State(s): State<ApiState>, who: Principal, Path(id): Path<SubscriptionId>) -> ApiResult<StatusCode> {
     subscriptions::delete(&s, &who, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -90,7 +95,7 @@ async fn remove(State(s): State<ApiState>, who: Principal, Path(id): Path<String
 async fn rotate_secret(
     State(s): State<ApiState>,
     who: Principal,
-    Path(id): Path<String>,
+    Path(id): Path<SubscriptionId>,
 ) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::rotate_secret(&s, &who, &id).await?))
 }

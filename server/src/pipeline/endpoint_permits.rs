@@ -4,18 +4,19 @@
 
 use std::sync::{Arc, Mutex};
 
+use domain::ids::EndpointId;
 use foldhash::HashMap;
 
 #[derive(Clone, Default)]
 pub struct EndpointPermits {
-    in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    in_flight: Arc<Mutex<HashMap<EndpointId, usize>>>,
     limit: usize,
 }
 
 /// One attempt's permit at its endpoint; given back when dropped.
 pub struct EndpointPermit {
     permits: EndpointPermits,
-    endpoint_id: String,
+    endpoint_id: EndpointId,
 }
 
 impl EndpointPermits {
@@ -24,19 +25,19 @@ impl EndpointPermits {
     }
 
     /// Endpoints with every permit taken, for the claim to pass over.
-    pub fn at_limit(&self) -> Vec<String> {
+    pub fn at_limit(&self) -> Vec<EndpointId> {
         let map = self.in_flight.lock().expect("permits lock");
         map.iter().filter(|(_, n)| **n >= self.limit).map(|(id, _)| id.clone()).collect()
     }
 
-    pub fn try_acquire(&self, endpoint_id: &str) -> Option<EndpointPermit> {
+    pub fn try_acquire(&self, endpoint_id: &EndpointId) -> Option<EndpointPermit> {
         let mut map = self.in_flight.lock().expect("permits lock");
-        let count = map.entry(endpoint_id.to_string()).or_default();
+        let count = map.entry(endpoint_id.clone()).or_default();
         if *count >= self.limit {
             return None;
         }
         *count += 1;
-        Some(EndpointPermit { permits: self.clone(), endpoint_id: endpoint_id.to_string() })
+        Some(EndpointPermit { permits: self.clone(), endpoint_id: endpoint_id.clone() })
     }
 }
 
@@ -69,15 +70,15 @@ mod tests {
     #[test]
     fn an_endpoint_is_at_its_limit_until_a_permit_is_dropped() {
         let permits = EndpointPermits::new(2);
-        let a = permits.try_acquire("ep_a").unwrap();
-        let b = permits.try_acquire("ep_a").unwrap();
-        assert!(permits.try_acquire("ep_a").is_none());
+        let a = permits.try_acquire(&"ep_a".into()).unwrap();
+        let b = permits.try_acquire(&"ep_a".into()).unwrap();
+        assert!(permits.try_acquire(&"ep_a".into()).is_none());
         assert_eq!(permits.at_limit(), vec!["ep_a".to_string()]);
-        assert!(permits.try_acquire("ep_b").is_some());
+        assert!(permits.try_acquire(&"ep_b".into()).is_some());
         assert!(a.release(), "releasing a permit of an endpoint at its limit says so");
         assert!(permits.at_limit().is_empty());
         drop(b);
-        assert!(!permits.try_acquire("ep_a").unwrap().release(), "one of two taken is below the limit");
-        assert!(permits.try_acquire("ep_a").is_some());
+        assert!(!permits.try_acquire(&"ep_a".into()).unwrap().release(), "one of two taken is below the limit");
+        assert!(permits.try_acquire(&"ep_a".into()).is_some());
     }
 }

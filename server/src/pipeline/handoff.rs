@@ -10,6 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use domain::ids::EndpointId;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Wakeup;
@@ -67,7 +68,7 @@ pub enum Dispatch {
 pub(super) fn take_start_permit(
     workers: &Arc<Semaphore>,
     endpoint_permits: &EndpointPermits,
-    endpoint_id: &str,
+    endpoint_id: &EndpointId,
 ) -> Option<StartPermit> {
     let worker = workers.clone().try_acquire_owned().ok()?;
     let endpoint = endpoint_permits.try_acquire(endpoint_id)?;
@@ -118,7 +119,7 @@ impl Handoff {
     }
 
     /// Permits for one message to `endpoint_id`, when the lane runs and has any.
-    pub fn reserve(&self, endpoint_id: &str) -> Option<Reservation> {
+    pub fn reserve(&self, endpoint_id: &EndpointId) -> Option<Reservation> {
         let guard = self.link.lock().expect("handoff lock");
         let link = guard.as_ref()?;
         if let Some(permit) = take_start_permit(&link.workers, &link.endpoint_permits, endpoint_id) {
@@ -153,31 +154,31 @@ mod tests {
     #[test]
     fn a_message_starts_when_permits_are_free_and_queues_while_its_endpoint_is_busy() {
         let handoff = Handoff::default();
-        assert!(handoff.reserve("ep_a").is_none(), "no lane runs: nothing is handed over");
+        assert!(handoff.reserve(&"ep_a".into()).is_none(), "no lane runs: nothing is handed over");
         let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointPermits::new(1), 3, 2);
-        let first = handoff.reserve("ep_a");
+        let first = handoff.reserve(&"ep_a".into());
         assert!(matches!(first, Some(Reservation::Start(_))), "a worker and ep_a's one permit are free");
-        let queued = handoff.reserve("ep_a");
+        let queued = handoff.reserve(&"ep_a".into());
         assert!(matches!(queued, Some(Reservation::Queue(_))), "ep_a is busy: the message waits in the lane");
-        let _second = handoff.reserve("ep_a");
+        let _second = handoff.reserve(&"ep_a".into());
         assert!(
-            handoff.reserve("ep_a").is_none(),
+            handoff.reserve(&"ep_a".into()).is_none(),
             "ep_a has its share of the queue: the message stays in the database"
         );
-        let _b = handoff.reserve("ep_b");
-        let b_queued = handoff.reserve("ep_b");
+        let _b = handoff.reserve(&"ep_b".into());
+        let b_queued = handoff.reserve(&"ep_b".into());
         assert!(matches!(b_queued, Some(Reservation::Queue(_))), "ep_b queues in what is left");
-        assert!(handoff.reserve("ep_b").is_none(), "the lane's queue is full");
+        assert!(handoff.reserve(&"ep_b".into()).is_none(), "the lane's queue is full");
         assert!(
-            matches!(handoff.reserve("ep_c"), Some(Reservation::Start(_))),
+            matches!(handoff.reserve(&"ep_c".into()), Some(Reservation::Start(_))),
             "an idle endpoint still starts at once"
         );
         drop(queued);
         assert!(
-            matches!(handoff.reserve("ep_a"), Some(Reservation::Queue(_))),
+            matches!(handoff.reserve(&"ep_a".into()), Some(Reservation::Queue(_))),
             "a queue permit frees when its message leaves the queue"
         );
         handoff.close();
-        assert!(handoff.reserve("ep_b").is_none());
+        assert!(handoff.reserve(&"ep_b".into()).is_none());
     }
 }

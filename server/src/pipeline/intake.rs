@@ -13,6 +13,7 @@ use std::sync::Arc;
 use domain::breaker::Gate;
 use domain::dto::{PublishResult, PublishedEvent};
 use domain::event::CloudEvent;
+use domain::ids::{CustomerId, EndpointId};
 use domain::states::MessageState;
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DatabaseConnection, DbErr};
@@ -26,7 +27,7 @@ use super::routes::{Route, RoutedSubscription, Routes, routed_by};
 use super::spans::Spans;
 use super::wakeup::Wakeup;
 use crate::clock::SharedClock;
-use crate::ids::new_id;
+use crate::ids;
 use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::health::DatabaseHealth;
@@ -59,7 +60,7 @@ pub struct Parts {
 }
 
 struct Request {
-    customer_id: String,
+    customer_id: CustomerId,
     events: Vec<CloudEvent>,
     reply: oneshot::Sender<Result<PublishResult>>,
 }
@@ -77,7 +78,7 @@ impl Intake {
     }
 
     /// Stores the events for the customer; returns once they are committed.
-    pub async fn publish(&self, customer_id: String, events: Vec<CloudEvent>) -> Result<PublishResult> {
+    pub async fn publish(&self, customer_id: CustomerId, events: Vec<CloudEvent>) -> Result<PublishResult> {
         let (reply, answer) = oneshot::channel();
         let stopped = || PublishError::Db(DbErr::Custom("the intake has stopped".into()));
         self.queue.send(Request { customer_id, events, reply }).map_err(|_| stopped())?;
@@ -158,7 +159,7 @@ struct Written {
     /// Messages stored leased, to hand to the fresh lane after the commit.
     handed: Vec<Dispatch>,
     /// The endpoints of messages stored pending, for the fresh lane to claim.
-    pending: Vec<String>,
+    pending: Vec<EndpointId>,
     /// Whether permits reserved for repeated events were given back.
     dropped_reservations: bool,
 }
@@ -171,8 +172,8 @@ enum Entry {
 
 /// Routes the batch with the customers' kept routing and writes it; when the
 /// write finds that routing changed, reads it again and routes anew.
-async fn write(parts: &Parts, routes: &Routes, work: &[(String, Vec<CloudEvent>)]) -> Result<Written> {
-    let mut customers: Vec<String> = work.iter().map(|(c, _)| c.clone()).collect();
+async fn write(parts: &Parts, routes: &Routes, work: &[(CustomerId, Vec<CloudEvent>)]) -> Result<Written> {
+    let mut customers: Vec<CustomerId> = work.iter().map(|(c, _)| c.clone()).collect();
     customers.sort();
     customers.dedup();
     for _ in 0..ROUTING_TRIES {
@@ -191,7 +192,7 @@ async fn write(parts: &Parts, routes: &Routes, work: &[(String, Vec<CloudEvent>)
 async fn write_routed(
     parts: &Parts,
     routing: &[Arc<Route>],
-    work: &[(String, Vec<CloudEvent>)],
+    work: &[(CustomerId, Vec<CloudEvent>)],
 ) -> Result<Option<Written>> {
     let now = parts.clock.now_ms();
     // A subscription deleted after this routing was checked by the write (READ COMMITTED)
@@ -215,7 +216,7 @@ async fn write_routed(
             first_of.insert(key, rows.len());
             request_entries.push(Entry::Row(rows.len()));
             rows.push(event::Model {
-                id: new_id("evt"),
+                id: ids::new(),
                 customer_id: customer_id.clone(),
                 source: ce.source().to_string(),
                 ce_id: ce.id().to_string(),
@@ -269,7 +270,7 @@ async fn write_routed(
     // to the lane until their lease ends. Each leased message moves into its job; a repeated
     // event's messages were not stored, and their permits are given back.
     let mut handed: Vec<Dispatch> = Vec::with_capacity(reserved.len());
-    let mut pending: Vec<String> = Vec::new();
+    let mut pending: Vec<EndpointId> = Vec::new();
     let mut dropped_reservations = false;
     for ((msg, (i, sub)), reservation) in new_messages.into_iter().zip(routed).zip(reserved) {
         let stored = inserted.contains(&rows[i].id);

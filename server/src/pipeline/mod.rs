@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use domain::dto::PublishResult;
 use domain::event::CloudEvent;
+use domain::ids::CustomerId;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::clock::SharedClock;
@@ -140,7 +141,11 @@ impl Pipeline {
 
     /// Stores the events and their messages for the customer; returns once
     /// they are committed (an acknowledged event is never lost).
-    pub async fn publish(&self, customer_id: String, events: Vec<CloudEvent>) -> Result<PublishResult, PublishError> {
+    pub async fn publish(
+        &self,
+        customer_id: CustomerId,
+        events: Vec<CloudEvent>,
+    ) -> Result<PublishResult, PublishError> {
         self.intake.publish(customer_id, events).await
     }
 }

@@ -8,6 +8,7 @@
 //! The caller sends the returned [`Announced`] to [`Announced::wake`] after
 //! its commit; other processes are notified by the commit itself.
 
+use domain::ids::{CustomerId, EndpointId, EventId, MessageId};
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{ConnectionTrait, DbErr};
 
@@ -15,7 +16,7 @@ use domain::operational::{self, EndpointReport, Report};
 use domain::policy::DeadReason;
 
 use super::Pipeline;
-use crate::ids::new_id;
+use crate::ids;
 use crate::store::entities::{event, message, subscription};
 use crate::store::messages::{PAUSED, message_for};
 use crate::store::subscriptions::{self, event_types, policy_of};
@@ -27,7 +28,7 @@ use crate::telemetry;
 #[derive(Debug, Default)]
 #[must_use = "the lanes learn of the new messages only from wake()"]
 pub struct Announced {
-    endpoints: Vec<String>,
+    endpoints: Vec<EndpointId>,
     /// By reason, in the order of `DeadReason::ALL`.
     deaths: [u64; DeadReason::ALL.len()],
 }
@@ -87,14 +88,14 @@ async fn announce_dead(
     if died.is_empty() {
         return Ok(Announced::default());
     }
-    let mut customers: Vec<String> = died.iter().map(|m| m.customer_id.clone()).collect();
+    let mut customers: Vec<CustomerId> = died.iter().map(|m| m.customer_id.clone()).collect();
     customers.sort();
     customers.dedup();
     let listeners = subscriptions::naming_types(txn, customers, &[operational::MESSAGE_DEAD]).await?;
     if listeners.is_empty() {
         return Ok(Announced::default());
     }
-    let ids: Vec<String> = died
+    let ids: Vec<MessageId> = died
         .iter()
         .filter(|m| listeners.iter().any(|s| s.customer_id == m.customer_id))
         .map(|m| m.id.clone())
@@ -107,12 +108,12 @@ async fn announce_dead(
 pub async fn report_endpoints(
     pipeline: &Pipeline,
     txn: &impl ConnectionTrait,
-    reports: Vec<(String, EndpointReport)>,
+    reports: Vec<(CustomerId, EndpointReport)>,
 ) -> Result<Announced, DbErr> {
     if reports.is_empty() {
         return Ok(Announced::default());
     }
-    let mut customers: Vec<String> = reports.iter().map(|(customer, _)| customer.clone()).collect();
+    let mut customers: Vec<CustomerId> = reports.iter().map(|(customer, _)| customer.clone()).collect();
     customers.sort();
     customers.dedup();
     let mut types: Vec<&str> = reports.iter().map(|(_, r)| r.event_type()).collect();
@@ -127,9 +128,9 @@ async fn write(
     pipeline: &Pipeline,
     txn: &impl ConnectionTrait,
     listeners: &[subscription::Model],
-    reports: impl Iterator<Item = (String, Report)>,
+    reports: impl Iterator<Item = (CustomerId, Report)>,
 ) -> Result<Announced, DbErr> {
-    let mut of_customer: HashMap<&str, Vec<(&subscription::Model, Vec<String>)>> = HashMap::new();
+    let mut of_customer: HashMap<&CustomerId, Vec<(&subscription::Model, Vec<String>)>> = HashMap::new();
     for sub in listeners {
         of_customer.entry(&sub.customer_id).or_default().push((sub, event_types(&sub.event_types)));
     }
@@ -138,16 +139,16 @@ async fn write(
     let (mut events, mut new_messages) = (Vec::new(), Vec::new());
     for (customer_id, report) in reports {
         let event_type = report.event_type();
-        let takers = of_customer.get(customer_id.as_str()).into_iter().flatten().filter(|(sub, types)| {
+        let takers = of_customer.get(&customer_id).into_iter().flatten().filter(|(sub, types)| {
             types.iter().any(|t| operational::type_matches(t, event_type))
                 && report.about_endpoint() != Some(sub.endpoint_id.as_str())
         });
-        let id = new_id("evt");
+        let id: EventId = ids::new();
         let mut row = event::Model {
             id: id.clone(),
             customer_id,
             source: operational::SOURCE.into(),
-            ce_id: id.clone(),
+            ce_id: id.to_string(),
             event_type: event_type.into(),
             payload: report.cloud_event(&id, &time).to_string(),
             created_at: now,
@@ -168,7 +169,7 @@ async fn write(
     bulk::insert(txn, &events).await?;
     messages::insert_many(txn, &new_messages).await?;
     notify::send(txn, pipeline.wake.origin()).await?;
-    let mut endpoints: Vec<String> =
+    let mut endpoints: Vec<EndpointId> =
         new_messages.into_iter().filter(|m| m.next_attempt_at != Some(PAUSED)).map(|m| m.endpoint_id).collect();
     endpoints.sort();
     endpoints.dedup();

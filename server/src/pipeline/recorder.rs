@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use domain::ids::{CustomerId, EndpointId, MessageId};
 use foldhash::HashSet;
 
 use domain::breaker::{Circuit, Transition};
@@ -82,7 +83,7 @@ async fn run(pipeline: Pipeline, incoming: mpsc::UnboundedReceiver<Pending>) {
 /// be recorded (both would claim the same attempt number).
 #[derive(Default)]
 struct OnePerMessage {
-    messages: HashSet<String>,
+    messages: HashSet<MessageId>,
 }
 
 impl BatchLimit<Pending> for OnePerMessage {
@@ -158,17 +159,17 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         succeeded: r.decision.outcome == Outcome::Success,
     });
     counts::add_attempts(&txn, writer, counted).await?;
-    let mut by_endpoint: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut by_endpoint: BTreeMap<&EndpointId, Vec<usize>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
-        by_endpoint.entry(record.message.endpoint_id.as_str()).or_default().push(i);
+        by_endpoint.entry(&record.message.endpoint_id).or_default().push(i);
     }
     // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.
-    let endpoint_ids = by_endpoint.keys().map(|id| id.to_string()).collect();
+    let endpoint_ids = by_endpoint.keys().map(|&id| id.clone()).collect();
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
     let mut circuits = Vec::new();
     let mut reports = Vec::new();
     for endpoint in lock_many(&txn, endpoint_ids).await? {
-        let indexes = &by_endpoint[endpoint.id.as_str()];
+        let indexes = &by_endpoint[&endpoint.id];
         let outcomes: Vec<bool> = indexes.iter().map(|&i| records[i].decision.outcome == Outcome::Success).collect();
         let (circuit, transitions) = count_attempts(pipeline, &txn, &endpoint, &outcomes, now, &mut reports).await?;
         for (&i, transition) in indexes.iter().zip(transitions) {
@@ -206,9 +207,9 @@ async fn count_attempts(
     endpoint: &endpoint::Model,
     outcomes: &[bool],
     now: i64,
-    reports: &mut Vec<(String, EndpointReport)>,
+    reports: &mut Vec<(CustomerId, EndpointReport)>,
 ) -> Result<(Circuit, Vec<Transition>), DbErr> {
-    let endpoint_id = endpoint.id.as_str();
+    let endpoint_id = &endpoint.id;
     let breaker = pipeline.settings.breaker.config();
     let mut circuit = circuit_of(endpoint);
     let mut transitions = Vec::with_capacity(outcomes.len());
@@ -217,17 +218,17 @@ async fn count_attempts(
         let action = match (transition.from, transition.to) {
             (from, EndpointState::Locked) if from != EndpointState::Locked => {
                 let held = messages::hold_endpoint(txn, endpoint_id, now).await?;
-                tracing::warn!(endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
+                tracing::warn!(%endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
                 Some("endpoint.lock")
             }
             (EndpointState::Disabled, EndpointState::Closed) => {
                 // Messages deferred to a probe are due at most one probe interval ahead.
                 messages::release_endpoint(txn, endpoint_id, now + breaker.probe_ms, now).await?;
-                tracing::info!(endpoint_id, "probe succeeded; endpoint closed");
+                tracing::info!(%endpoint_id, "probe succeeded; endpoint closed");
                 Some("endpoint.close")
             }
             (EndpointState::Closed, EndpointState::Disabled) => {
-                tracing::warn!(endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
+                tracing::warn!(%endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
                 Some("endpoint.disable")
             }
             _ => None,

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use domain::ids::{EventId, MessageId};
 use sea_orm::DbErr;
 use tokio::sync::watch;
 
@@ -79,13 +80,13 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
 
     // Events are read past a cursor: those an open message still needs stay, and are passed over.
     let published_before = now - retention.events_secs as i64 * 1000;
-    let mut after: Option<String> = None;
+    let mut after: Option<EventId> = None;
     loop {
-        let batch = retention::old_events(db, published_before, after.as_deref(), BATCH).await?;
+        let batch = retention::old_events(db, published_before, after.as_ref(), BATCH).await?;
         let Some((last, _)) = batch.last() else { break };
         after = Some(last.clone());
         let message_ids =
-            batch.iter().flat_map(|(_, ids)| ids.split(',').filter(|id| !id.is_empty()).map(str::to_string)).collect();
+            batch.iter().flat_map(|(_, ids)| ids.split(',').filter(|id| !id.is_empty()).map(MessageId::from)).collect();
         let needed = retention::needed_events(db, message_ids).await?;
         let removable = batch.iter().map(|(id, _)| id).filter(|id| !needed.contains(*id)).cloned().collect();
         let events = retention::remove_events(db, removable).await?;

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use domain::ids::CustomerId;
 use foldhash::{HashMap, HashMapExt};
 use quick_cache::sync::Cache;
 use sea_orm::{ConnectionTrait, DbErr};
@@ -53,13 +54,13 @@ impl RoutedSubscription {
 /// One customer's routing as read at `version` (`None`: no such customer,
 /// nothing to check and nothing kept).
 pub struct Route {
-    pub customer_id: String,
+    pub customer_id: CustomerId,
     pub version: Option<i64>,
     pub subscriptions: Vec<RoutedSubscription>,
 }
 
 pub struct Routes {
-    known: Cache<String, Arc<Route>>,
+    known: Cache<CustomerId, Arc<Route>>,
 }
 
 impl Default for Routes {
@@ -70,7 +71,7 @@ impl Default for Routes {
 
 impl Routes {
     /// The routes of `customer_ids`, reading those not kept yet.
-    pub async fn of(&self, db: &impl ConnectionTrait, customer_ids: &[String]) -> Result<Vec<Arc<Route>>, DbErr> {
+    pub async fn of(&self, db: &impl ConnectionTrait, customer_ids: &[CustomerId]) -> Result<Vec<Arc<Route>>, DbErr> {
         let mut routes = Vec::with_capacity(customer_ids.len());
         let mut missing = Vec::new();
         for id in customer_ids {
@@ -85,7 +86,7 @@ impl Routes {
         // The versions first: a change committed between the two reads leaves an older version
         // beside newer subscriptions, which the write's check refuses, never the reverse.
         let versions = subscriptions::routing_versions(db, &missing).await?;
-        let mut routed: HashMap<String, Vec<RoutedSubscription>> = HashMap::new();
+        let mut routed: HashMap<CustomerId, Vec<RoutedSubscription>> = HashMap::new();
         for (subscription, endpoint) in subscriptions::routable_with_endpoints(db, &missing).await? {
             let routed_subscription = RoutedSubscription::new(subscription, endpoint);
             routed.entry(routed_subscription.subscription.customer_id.clone()).or_default().push(routed_subscription);
@@ -107,7 +108,7 @@ impl Routes {
     }
 
     /// Drops what is kept of these customers: their routing changed.
-    pub fn forget(&self, customer_ids: &[String]) {
+    pub fn forget(&self, customer_ids: &[CustomerId]) {
         for id in customer_ids {
             self.known.remove(id);
         }

@@ -69,8 +69,8 @@ impl Spans {
         };
         let messages = row.message_id_list().len() as i64;
         let attributes = vec![
-            KeyValue::new("herald.event_id", row.id.clone()),
-            KeyValue::new("herald.customer_id", row.customer_id.clone()),
+            KeyValue::new("herald.event_id", row.id.to_string()),
+            KeyValue::new("herald.customer_id", row.customer_id.to_string()),
             KeyValue::new("herald.messages", messages),
             KeyValue::new("cloudevents.event_id", row.ce_id.clone()),
             KeyValue::new("cloudevents.event_source", row.source.clone()),
@@ -106,11 +106,11 @@ impl Spans {
         }
         let mut attributes = vec![
             KeyValue::new("http.request.method", "POST"),
-            KeyValue::new("herald.message_id", a.message.id.clone()),
+            KeyValue::new("herald.message_id", a.message.id.to_string()),
             KeyValue::new("herald.attempt", i64::from(a.message.attempt_count) + 1),
             KeyValue::new("herald.outcome", a.outcome),
-            KeyValue::new("herald.subscription_id", a.message.subscription_id.clone()),
-            KeyValue::new("herald.event_id", a.event.id.clone()),
+            KeyValue::new("herald.subscription_id", a.message.subscription_id.to_string()),
+            KeyValue::new("herald.event_id", a.event.id.to_string()),
             KeyValue::new("cloudevents.event_type", a.event.event_type.clone()),
         ];
         // The receiver's host, not its URL: a webhook URL often carries a secret in its path or query.

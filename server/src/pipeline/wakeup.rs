@@ -4,6 +4,7 @@
 
 use std::sync::Mutex;
 
+use domain::ids::EndpointId;
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, watch};
 
@@ -29,7 +30,7 @@ pub struct Wakeup {
     retry_nudge: Notify,
     retry_times: Mutex<RetryTimes>,
     /// Endpoints this process stored due first attempts for, since the fresh lane last took them.
-    backlog: Mutex<Vec<String>>,
+    backlog: Mutex<Vec<EndpointId>>,
 }
 
 impl Default for Wakeup {
@@ -67,7 +68,7 @@ impl Wakeup {
     }
     /// First attempts were stored due for these endpoints: the fresh lane claims
     /// them endpoint by endpoint, as each runs low in the lane, rather than everything due.
-    pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = String>) {
+    pub(crate) fn stored_for(&self, endpoints: impl IntoIterator<Item = EndpointId>) {
         let mut backlog = self.backlog.lock().expect("backlog");
         // Bounded while no lane takes them (none runs): the lanes' poll finds any messages anyway.
         let left = MAX_BACKLOG.saturating_sub(backlog.len());
@@ -75,7 +76,7 @@ impl Wakeup {
         drop(backlog);
         self.fresh_nudge.notify_one();
     }
-    pub(super) fn take_backlog(&self) -> Vec<String> {
+    pub(super) fn take_backlog(&self) -> Vec<EndpointId> {
         std::mem::take(&mut *self.backlog.lock().expect("backlog"))
     }
     pub(super) fn next_retry_after(&self, now_ms: i64) -> Option<i64> {

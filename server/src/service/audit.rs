@@ -4,6 +4,7 @@
 //! own circuit changes are written by the pipeline with the actor `system`.
 
 use domain::dto;
+use domain::ids::CustomerId;
 use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 
@@ -19,7 +20,7 @@ pub async fn record(
     who: &Principal,
     action: &str,
     target: &str,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
     detail: Value,
 ) -> std::result::Result<(), DbErr> {
     let row = audit::row(services.now_ms(), who.actor(), action, target, customer_id, detail.to_string());

@@ -3,6 +3,7 @@
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHasher, SaltString};
 use domain::dto;
+use domain::ids::{ApiKeyId, CustomerId};
 use domain::request::{NameBody, UserBody};
 use domain::states::Role;
 use sea_orm::TransactionTrait;
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
-use crate::ids::{new_api_token, new_id, token_hash};
+use crate::ids::{self, new_api_token, token_hash};
 use crate::store::entities::{api_key, customer, user};
 use crate::store::page::{self, PageRequest};
 use crate::store::{self, customers, is_unique_violation, users};
@@ -18,7 +19,7 @@ use crate::store::{self, customers, is_unique_violation, users};
 pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Customer> {
     who.require_admin()?;
     let body = NameBody::read(body)?;
-    let row = customer::Model { id: new_id("cus"), name: body.name.0, created_at: services.now_ms() };
+    let row = customer::Model { id: ids::new(), name: body.name.0, created_at: services.now_ms() };
     let txn = services.db.begin().await?;
     customers::insert(&txn, row.clone()).await?;
     audit::record(&txn, services, who, "customer.create", &row.id, Some(&row.id), json!({"name": row.name})).await?;
@@ -36,7 +37,7 @@ pub async fn list(services: &Services, who: &Principal, page: PageRequest) -> Re
 pub async fn create_api_key(
     services: &Services,
     who: &Principal,
-    customer_id: &str,
+    customer_id: &CustomerId,
     body: &Value,
 ) -> Result<dto::ApiKeyCreated> {
     who.require_admin()?;
@@ -44,8 +45,8 @@ pub async fn create_api_key(
     customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let token = new_api_token();
     let row = api_key::Model {
-        id: new_id("key"),
-        customer_id: customer_id.to_string(),
+        id: ids::new(),
+        customer_id: customer_id.clone(),
         name: body.name.0,
         token_hash: token_hash(&token),
         created_at: services.now_ms(),
@@ -56,8 +57,8 @@ pub async fn create_api_key(
     audit::record(&txn, services, who, "api_key.create", &row.id, Some(customer_id), json!({"name": row.name})).await?;
     txn.commit().await?;
     Ok(dto::ApiKeyCreated {
-        id: row.id,
-        customer_id: row.customer_id,
+        id: row.id.into(),
+        customer_id: row.customer_id.into(),
         name: row.name,
         token,
         created_at: crate::clock::to_utc(row.created_at),
@@ -68,7 +69,7 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
     who.require_admin()?;
     let body = UserBody::read(body)?;
     let (username, password, role) = (body.username.0, body.password.0, body.role);
-    let customer_id = body.customer_id.map(|id| id.0);
+    let customer_id = body.customer_id.map(|id| CustomerId::from(id.0));
     match (role, &customer_id) {
         (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
         (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),
@@ -80,7 +81,7 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
             .ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
     }
     let row = user::Model {
-        id: new_id("usr"),
+        id: ids::new(),
         username,
         password_hash: hash_password(&password),
         role,
@@ -93,13 +94,13 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
         other => other?,
     }
     let detail = json!({"username": row.username, "role": row.role});
-    audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_deref(), detail).await?;
+    audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_ref(), detail).await?;
     txn.commit().await?;
     Ok(dto::User {
-        id: row.id,
+        id: row.id.into(),
         username: row.username,
         role,
-        customer_id: row.customer_id,
+        customer_id: row.customer_id.map(Into::into),
         created_at: crate::clock::to_utc(row.created_at),
     })
 }
@@ -113,7 +114,7 @@ pub fn hash_password(password: &str) -> String {
 /// random one printed once.
 /// The customer an API key acts for, found by its token's hash; `None` when no key has it.
 /// A customer's API keys, without their tokens: for the admin, or the customer's own key.
-pub async fn list_api_keys(services: &Services, who: &Principal, customer_id: &str) -> Result<Vec<dto::ApiKey>> {
+pub async fn list_api_keys(services: &Services, who: &Principal, customer_id: &CustomerId) -> Result<Vec<dto::ApiKey>> {
     own_customer(services, who, customer_id).await?;
     let keys = store::api_keys::of_customer(&services.db, customer_id).await?;
     Ok(keys.into_iter().map(views::api_key).collect())
@@ -121,7 +122,12 @@ pub async fn list_api_keys(services: &Services, who: &Principal, customer_id: &s
 
 /// Revokes one of a customer's keys, with an audit row, in one transaction.
 /// Returns the key's token hash, so that the caller can forget it at once.
-pub async fn revoke_api_key(services: &Services, who: &Principal, customer_id: &str, key_id: &str) -> Result<String> {
+pub async fn revoke_api_key(
+    services: &Services,
+    who: &Principal,
+    customer_id: &CustomerId,
+    key_id: &ApiKeyId,
+) -> Result<String> {
     own_customer(services, who, customer_id).await?;
     let txn = services.db.begin().await?;
     let key = store::api_keys::remove(&txn, customer_id, key_id).await?.ok_or(ServiceError::NotFound("API key"))?;
@@ -132,7 +138,7 @@ pub async fn revoke_api_key(services: &Services, who: &Principal, customer_id: &
 }
 
 /// The admin may act for any existing customer, a customer's key only for its own.
-async fn own_customer(services: &Services, who: &Principal, customer_id: &str) -> Result<()> {
+async fn own_customer(services: &Services, who: &Principal, customer_id: &CustomerId) -> Result<()> {
     if !who.sees(customer_id) {
         return Err(ServiceError::NotFound("customer"));
     }
@@ -142,7 +148,7 @@ async fn own_customer(services: &Services, who: &Principal, customer_id: &str) -
 
 pub async fn key_owner(services: &Services, token_hash: &str) -> Result<Option<Principal>> {
     let key = store::api_keys::find_by_hash(&services.db, token_hash).await?;
-    Ok(key.map(|key| Principal::Customer { customer_id: key.customer_id, actor: key.id }))
+    Ok(key.map(|key| Principal::Customer { customer_id: key.customer_id, actor: key.id.into() }))
 }
 
 pub async fn ensure_admin_user(services: &Services) -> Result<()> {
@@ -158,7 +164,7 @@ pub async fn ensure_admin_user(services: &Services) -> Result<()> {
         }
     };
     let row = user::Model {
-        id: new_id("usr"),
+        id: ids::new(),
         username: "admin".into(),
         password_hash: hash_password(&password),
         role: Role::Admin,

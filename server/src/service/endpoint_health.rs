@@ -4,6 +4,7 @@
 
 use domain::dto::{self, Choice, EndpointHealth};
 use domain::health::{self, FailureKind};
+use domain::ids::EndpointId;
 use domain::states::MessageState;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 use serde_json::json;
@@ -15,7 +16,7 @@ use crate::store::entities::endpoint;
 use crate::store::messages::MessageFilter;
 use crate::store::{PLAN_ONCE_BY_KEY, customers, endpoints, is_postgres, subscriptions};
 
-async fn visible(services: &Services, who: &Principal, id: &str) -> Result<endpoint::Model> {
+async fn visible(services: &Services, who: &Principal, id: &EndpointId) -> Result<endpoint::Model> {
     endpoints::get(&services.db, id)
         .await?
         .filter(|e| who.sees(&e.customer_id))
@@ -33,7 +34,7 @@ async fn by_key(services: &Services) -> Result<DatabaseTransaction> {
     Ok(txn)
 }
 
-pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<EndpointHealth> {
+pub async fn health(services: &Services, who: &Principal, id: &EndpointId) -> Result<EndpointHealth> {
     let row = visible(services, who, id).await?;
     let now = services.now_ms();
     let w = Window { customer_id: &row.customer_id, endpoint_id: &row.id, since_ms: health::window_start(now) };
@@ -58,7 +59,7 @@ pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<En
     let subscriptions = subscriptions::of_endpoint(&services.db, &row.customer_id, &row.id)
         .await?
         .into_iter()
-        .map(|s| Choice { value: s.id, label: s.name })
+        .map(|s| Choice { value: s.id.into(), label: s.name })
         .collect();
     let window_ms = services.settings.breaker.window_secs as i64 * 1000;
     Ok(EndpointHealth {
@@ -80,7 +81,12 @@ pub async fn health(services: &Services, who: &Principal, id: &str) -> Result<En
 
 /// Replays the dead messages whose last attempt, in the last 24 hours, failed
 /// with `kind` (a status code such as `503`, or an error kind such as `timeout`).
-pub async fn replay_failures(services: &Services, who: &Principal, id: &str, kind: &str) -> Result<dto::ReplayResult> {
+pub async fn replay_failures(
+    services: &Services,
+    who: &Principal,
+    id: &EndpointId,
+    kind: &str,
+) -> Result<dto::ReplayResult> {
     let failure = FailureKind::parse(kind)
         .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 999) or an error kind"))?;
     let row = visible(services, who, id).await?;

@@ -1,6 +1,7 @@
 //! Endpoints: the circuit of each target URL, and the admin's unlock.
 
 use domain::dto::{self, Backlog};
+use domain::ids::EndpointId;
 use domain::operational::EndpointReport;
 use domain::states::EndpointState;
 use sea_orm::TransactionTrait;
@@ -19,7 +20,7 @@ pub async fn list(
     customer_id: Option<&str>,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Endpoint>> {
-    let rows = endpoints::list(&services.db, who.customer_filter(customer_id).as_deref(), &page).await?;
+    let rows = endpoints::list(&services.db, who.customer_filter(customer_id).as_ref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     let (now, window_ms) = (services.now_ms(), services.settings.breaker.window_secs as i64 * 1000);
     Ok(dto::Page::of(rows.into_iter().map(|r| views::endpoint(r, now, window_ms)).collect(), next_cursor))
@@ -29,11 +30,11 @@ pub async fn list(
 /// with the messages the lock held as `backlog` says, and records who did it,
 /// all in one transaction. A closed endpoint has nothing to unlock: 409, and
 /// nothing is written.
-pub async fn unlock(services: &Services, who: &Principal, id: &str, backlog: Backlog) -> Result<dto::Endpoint> {
+pub async fn unlock(services: &Services, who: &Principal, id: &EndpointId, backlog: Backlog) -> Result<dto::Endpoint> {
     who.require_admin()?;
     let now = services.now_ms();
     let txn = services.db.begin().await?;
-    let row = endpoints::lock_many(&txn, vec![id.to_string()])
+    let row = endpoints::lock_many(&txn, vec![id.clone()])
         .await?
         .into_iter()
         .next()

@@ -5,6 +5,7 @@
 use domain::dto;
 use domain::errors::FieldError;
 use domain::event::CloudEvent;
+use domain::ids::{CustomerId, EventId, MessageId, SubscriptionId};
 use domain::operational;
 use domain::request::ReplayWindowBody;
 use sea_orm::TransactionTrait;
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::messages::parse_time;
 use super::{Principal, Result, ServiceError, Services, audit};
-use crate::ids::new_id;
+use crate::ids::{self, new_id};
 use crate::store::entities::{event, message};
 use crate::store::events::EventFilter;
 use crate::store::messages::{message_for, pending_message};
@@ -76,7 +77,7 @@ pub async fn publish(
 
 /// Publishes a `herald.test` event to one subscription only (the dashboard's
 /// "send a test event"); returns the message id.
-pub async fn send_test(services: &Services, who: &Principal, subscription_id: &str) -> Result<String> {
+pub async fn send_test(services: &Services, who: &Principal, subscription_id: &SubscriptionId) -> Result<MessageId> {
     let sub = subscriptions::get(&services.db, subscription_id)
         .await?
         .filter(|s| who.sees(&s.customer_id))
@@ -88,7 +89,7 @@ pub async fn send_test(services: &Services, who: &Principal, subscription_id: &s
         "time": crate::clock::to_utc(now).to_rfc3339(), "data": {"message": "A test event from Herald."}
     });
     let mut row = event::Model {
-        id: new_id("evt"),
+        id: ids::new(),
         customer_id: sub.customer_id.clone(),
         source: "/herald/test".into(),
         ce_id,
@@ -170,7 +171,7 @@ pub async fn list_with_customers(
     who: &Principal,
     q: &EventQuery,
     page: PageRequest,
-) -> Result<dto::Page<(String, dto::Event)>> {
+) -> Result<dto::Page<(CustomerId, dto::Event)>> {
     let (since_ms, until_ms) = window(q.since.as_deref(), q.until.as_deref())?;
     let filter = EventFilter {
         customer_id: who.customer_filter(q.customer_id.as_deref()),
@@ -194,7 +195,7 @@ pub async fn with_id(
     who: &Principal,
     customer_id: Option<&str>,
     ce_id: &str,
-) -> Result<Vec<(String, dto::Event)>> {
+) -> Result<Vec<(CustomerId, dto::Event)>> {
     let customer_id = who.customer_filter(customer_id).ok_or_else(|| {
         ServiceError::field("customer_id", "is required with an event id when the admin searches events")
     })?;
@@ -239,7 +240,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
     }
     let only_types = body.event_types.map(|types| types.0);
     let source = body.source.map(|source| source.0);
-    let sub = subscriptions::get(&services.db, &body.subscription_id.0)
+    let sub = subscriptions::get(&services.db, &SubscriptionId::from(body.subscription_id.0))
         .await?
         .filter(|s| who.sees(&s.customer_id))
         .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;
@@ -257,16 +258,16 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
         until_ms: Some(until_ms),
     };
     let mut replayed = 0u64;
-    let mut after: Option<String> = None;
+    let mut after: Option<EventId> = None;
     loop {
-        let batch = events::oldest_first(&services.db, &filter, after.as_deref(), REPLAY_BATCH).await?;
+        let batch = events::oldest_first(&services.db, &filter, after.as_ref(), REPLAY_BATCH).await?;
         let Some(last) = batch.last() else { break };
         after = Some(last.id.clone());
         let now = services.now_ms();
         let new_messages: Vec<message::Model> =
             batch.iter().filter(|e| accepts(&e.event_type)).map(|e| message_for(e, &sub, ttl_ms, now)).collect();
         if !new_messages.is_empty() {
-            let listed: Vec<(String, String)> =
+            let listed: Vec<(EventId, MessageId)> =
                 new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();
             replayed += new_messages.len() as u64;
             let txn = services.db.begin().await?;

@@ -2,6 +2,7 @@
 
 use chrono::DateTime;
 use domain::dto;
+use domain::ids::{MessageId, SubscriptionId};
 use domain::request::BulkReplayBody;
 use domain::states::MessageState;
 use sea_orm::TransactionTrait;
@@ -46,7 +47,7 @@ fn filter(who: &Principal, q: &ListQuery) -> Result<MessageFilter> {
     Ok(MessageFilter {
         ids: None,
         customer_id: who.customer_filter(q.customer_id.as_deref()),
-        subscription_id: q.subscription_id.clone().filter(|s| !s.is_empty()),
+        subscription_id: q.subscription_id.as_deref().filter(|s| !s.is_empty()).map(SubscriptionId::from),
         state,
         event_type: q.event_type.clone().filter(|s| !s.is_empty()),
         since_ms: parse_time("since", q.since.as_deref())?,
@@ -67,7 +68,7 @@ pub async fn list(
             ServiceError::field("customer_id", "is required with event_id when the admin lists messages")
         })?;
         let found = events::by_ce_id(&services.db, &customer_id, ce_id, None).await?;
-        filter.ids = Some(found.iter().flat_map(|e| e.message_id_list()).collect());
+        filter.ids = Some(found.iter().flat_map(|e| e.message_id_list()).map(MessageId::from).collect());
     }
     let (rows, stop) = messages::list(&services.db, &filter, &page).await?;
     let (rows, next_cursor, stop) = page::finish_search(rows, page.limit, |r| &r.id, stop);
@@ -78,7 +79,7 @@ pub async fn list(
     })
 }
 
-pub async fn detail(services: &Services, who: &Principal, id: &str) -> Result<dto::MessageDetail> {
+pub async fn detail(services: &Services, who: &Principal, id: &MessageId) -> Result<dto::MessageDetail> {
     let row = messages::get(&services.db, id)
         .await?
         .filter(|m| who.sees(&m.customer_id))
@@ -93,7 +94,7 @@ pub async fn detail(services: &Services, who: &Principal, id: &str) -> Result<dt
 }
 
 /// Replays one dead or delivered message: due now, same id, attempts kept.
-pub async fn replay_one(services: &Services, who: &Principal, id: &str) -> Result<dto::Message> {
+pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) -> Result<dto::Message> {
     let row = messages::get(&services.db, id)
         .await?
         .filter(|m| who.sees(&m.customer_id))
@@ -154,7 +155,7 @@ pub(super) struct Change<'a> {
 pub(super) async fn replay(
     services: &Services,
     filter: &MessageFilter,
-    ids: Option<Vec<String>>,
+    ids: Option<Vec<MessageId>>,
     change: Change<'_>,
 ) -> Result<u64> {
     let txn = services.db.begin().await?;
@@ -162,7 +163,7 @@ pub(super) async fn replay(
     if replayed > 0 {
         let mut detail = change.detail;
         detail["replayed"] = replayed.into();
-        let customer_id = filter.customer_id.as_deref();
+        let customer_id = filter.customer_id.as_ref();
         audit::record(&txn, services, change.who, change.action, change.target, customer_id, detail).await?;
         notify::send(&txn, services.pipeline.wake.origin()).await?;
     }

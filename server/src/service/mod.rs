@@ -18,6 +18,7 @@ pub mod views;
 use std::sync::Arc;
 
 use domain::errors::FieldError;
+use domain::ids::CustomerId;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::clock::SharedClock;
@@ -111,7 +112,7 @@ pub type Result<T> = std::result::Result<T, ServiceError>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     Admin { actor: String },
-    Customer { customer_id: String, actor: String },
+    Customer { customer_id: CustomerId, actor: String },
 }
 
 impl Principal {
@@ -130,18 +131,18 @@ impl Principal {
 
     /// The customer a customer-scoped read is limited to; `None` lets the
     /// admin read across customers.
-    pub fn customer_filter(&self, requested: Option<&str>) -> Option<String> {
+    pub fn customer_filter(&self, requested: Option<&str>) -> Option<CustomerId> {
         match self {
             Principal::Customer { customer_id, .. } => Some(customer_id.clone()),
-            Principal::Admin { .. } => requested.map(str::to_string),
+            Principal::Admin { .. } => requested.map(CustomerId::from),
         }
     }
 
     /// The customer a new object belongs to: the admin must name one.
-    pub fn customer_for_write(&self, requested: Option<&str>) -> Result<String> {
+    pub fn customer_for_write(&self, requested: Option<&str>) -> Result<CustomerId> {
         match (self, requested) {
             (Principal::Customer { customer_id, .. }, _) => Ok(customer_id.clone()),
-            (Principal::Admin { .. }, Some(id)) => Ok(id.to_string()),
+            (Principal::Admin { .. }, Some(id)) => Ok(CustomerId::from(id)),
             (Principal::Admin { .. }, None) => {
                 Err(ServiceError::field("customer_id", "is required when the admin acts for a customer"))
             }
@@ -149,7 +150,7 @@ impl Principal {
     }
 
     /// Whether an object of this customer is visible; callers answer 404 when not.
-    pub fn sees(&self, customer_id: &str) -> bool {
+    pub fn sees(&self, customer_id: &CustomerId) -> bool {
         match self {
             Principal::Admin { .. } => true,
             Principal::Customer { customer_id: own, .. } => own == customer_id,

@@ -14,7 +14,7 @@ const MINUTES: i64 = 60;
 
 pub async fn overview(services: &Services, who: &Principal) -> Result<Overview> {
     let customer = who.customer_filter(None);
-    let customer = customer.as_deref();
+    let customer = customer.as_ref();
     let now = services.now_ms();
     // Every customer's: the gauges' latest reading (at most 20 s old) when the timer runs.
     let by_state: Vec<(MessageState, u64)> = match customer.is_none().then(|| services.pipeline.gauges.messages(now)) {

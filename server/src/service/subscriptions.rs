@@ -2,6 +2,7 @@
 //! deliveries to it are retried and signed.
 
 use domain::dto;
+use domain::ids::{CustomerId, SubscriptionId};
 use domain::policy::RetryPolicy;
 use domain::request::{SubscriptionBody, SubscriptionPatch};
 use domain::signing::secret_from_bytes;
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
-use crate::ids::{new_id, random_bytes};
+use crate::ids::{self, random_bytes};
 use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
@@ -62,11 +63,11 @@ fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Ch
     Ok(c)
 }
 
-fn new_endpoint(services: &Services, customer_id: &str, url: &TargetUrl) -> endpoint::Model {
+fn new_endpoint(services: &Services, customer_id: &CustomerId, url: &TargetUrl) -> endpoint::Model {
     let now = services.now_ms();
     endpoint::Model {
-        id: new_id("ep"),
-        customer_id: customer_id.to_string(),
+        id: ids::new(),
+        customer_id: customer_id.clone(),
         url: url.endpoint_key(),
         state: EndpointState::Closed,
         consecutive_failures: 0,
@@ -88,7 +89,7 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
     let policy = c.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
     let txn = services.db.begin().await?;
     let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &customer_id, &url)).await?;
-    let id = new_id("sub");
+    let id: SubscriptionId = ids::new();
     let secret = secret_from_bytes(random_bytes::<32>());
     let row = subscription::Model {
         secret: services.sealer.seal(&secret, &id),
@@ -115,14 +116,14 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
 }
 
 /// A subscription the caller may see, or NotFound.
-async fn visible(services: &Services, who: &Principal, id: &str) -> Result<subscription::Model> {
+async fn visible(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<subscription::Model> {
     subscriptions::get(&services.db, id)
         .await?
         .filter(|row| who.sees(&row.customer_id))
         .ok_or(ServiceError::NotFound("subscription"))
 }
 
-pub async fn get(services: &Services, who: &Principal, id: &str) -> Result<dto::Subscription> {
+pub async fn get(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<dto::Subscription> {
     with_secret(services, visible(services, who, id).await?)
 }
 
@@ -138,12 +139,17 @@ pub async fn list(
     customer_id: Option<&str>,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Subscription>> {
-    let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_deref(), &page).await?;
+    let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_ref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
     Ok(dto::Page::of(rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor))
 }
 
-pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value) -> Result<dto::Subscription> {
+pub async fn update(
+    services: &Services,
+    who: &Principal,
+    id: &SubscriptionId,
+    body: &Value,
+) -> Result<dto::Subscription> {
     let c = parse_changes(body, false, services.settings.allow_private_targets)?;
     let mut row = visible(services, who, id).await?;
     let was_paused = row.status == SubscriptionStatus::Paused;
@@ -202,7 +208,7 @@ pub async fn update(services: &Services, who: &Principal, id: &str, body: &Value
 
 /// Deletes the subscription; its undelivered messages end `dead` with
 /// `subscription_deleted`, and their history stays readable.
-pub async fn delete(services: &Services, who: &Principal, id: &str) -> Result<()> {
+pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<()> {
     let row = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
     let ended = messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
@@ -217,7 +223,7 @@ pub async fn delete(services: &Services, who: &Principal, id: &str) -> Result<()
 }
 
 /// A new secret; the previous one keeps signing for 24 hours so receivers can switch.
-pub async fn rotate_secret(services: &Services, who: &Principal, id: &str) -> Result<dto::Subscription> {
+pub async fn rotate_secret(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<dto::Subscription> {
     let mut row = visible(services, who, id).await?;
     let now = services.now_ms();
     let secret = secret_from_bytes(random_bytes::<32>());

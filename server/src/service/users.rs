@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use domain::dto;
+use domain::ids::UserId;
 use domain::states::Role;
 
 use super::Services;
@@ -32,16 +33,16 @@ pub async fn verify_login(services: &Services, username: &str, password: &str) -
     Ok(found.filter(|_| valid))
 }
 
-pub async fn get(services: &Services, id: &str) -> Result<Option<user::Model>> {
+pub async fn get(services: &Services, id: &UserId) -> Result<Option<user::Model>> {
     Ok(users::get(&services.db, id).await?)
 }
 
 pub fn view(row: user::Model) -> dto::User {
     dto::User {
-        id: row.id,
+        id: row.id.into(),
         username: row.username,
         role: row.role,
-        customer_id: row.customer_id,
+        customer_id: row.customer_id.map(Into::into),
         created_at: to_utc(row.created_at),
     }
 }

@@ -19,14 +19,14 @@ pub fn time_of_id(id: &str) -> Option<chrono::DateTime<chrono::Utc>> {
 }
 
 pub fn customer(row: customer::Model) -> dto::Customer {
-    dto::Customer { id: row.id, name: row.name, created_at: to_utc(row.created_at) }
+    dto::Customer { id: row.id.into(), name: row.name, created_at: to_utc(row.created_at) }
 }
 
 /// A subscription; `secret` is the opened signing secret, shown only to its owner's single reads.
 pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Subscription {
     dto::Subscription {
-        id: row.id,
-        customer_id: row.customer_id,
+        id: row.id.into(),
+        customer_id: row.customer_id.into(),
         name: row.name,
         url: row.url,
         event_types: serde_json::from_str(&row.event_types).unwrap_or_default(),
@@ -34,7 +34,7 @@ pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Su
         timeout_ms: row.timeout_ms as u32,
         content_mode: row.content_mode,
         status: row.status,
-        endpoint_id: row.endpoint_id,
+        endpoint_id: row.endpoint_id.into(),
         created_at: to_utc(row.created_at),
         updated_at: to_utc(row.updated_at),
         secret,
@@ -43,10 +43,10 @@ pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Su
 
 pub fn message(row: message::Model) -> dto::Message {
     dto::Message {
-        id: row.id,
-        event_id: row.event_id,
-        subscription_id: row.subscription_id,
-        endpoint_id: row.endpoint_id,
+        id: row.id.into(),
+        event_id: row.event_id.into(),
+        subscription_id: row.subscription_id.into(),
+        endpoint_id: row.endpoint_id.into(),
         event_type: row.event_type,
         state: row.state,
         dead_reason: row.dead_reason,
@@ -79,8 +79,8 @@ pub fn attempt(row: attempt::Model) -> dto::Attempt {
 pub fn endpoint(row: endpoint::Model, now_ms: i64, window_ms: i64) -> dto::Endpoint {
     let (window_attempts, window_failures) = Window::from_json(&row.window_buckets).totals(now_ms, window_ms);
     dto::Endpoint {
-        id: row.id,
-        customer_id: row.customer_id,
+        id: row.id.into(),
+        customer_id: row.customer_id.into(),
         url: row.url,
         state: row.state,
         consecutive_failures: row.consecutive_failures.max(0) as u64,
@@ -93,12 +93,17 @@ pub fn endpoint(row: endpoint::Model, now_ms: i64, window_ms: i64) -> dto::Endpo
 }
 
 pub fn api_key(row: api_key::Model) -> dto::ApiKey {
-    dto::ApiKey { id: row.id, customer_id: row.customer_id, name: row.name, created_at: to_utc(row.created_at) }
+    dto::ApiKey {
+        id: row.id.into(),
+        customer_id: row.customer_id.into(),
+        name: row.name,
+        created_at: to_utc(row.created_at),
+    }
 }
 
 pub fn audit(row: audit::Model) -> dto::AuditEntry {
     dto::AuditEntry {
-        id: row.id,
+        id: row.id.into(),
         at: to_utc(row.at),
         actor: row.actor,
         action: row.action,

@@ -1,5 +1,6 @@
 //! The audit log's rows: one per change, written in the change's transaction.
 
+use domain::ids::CustomerId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,
@@ -7,7 +8,7 @@ use sea_orm::{
 
 use super::entities::audit::{self, Column, Entity as Audit};
 use super::page::PageRequest;
-use crate::ids::new_id;
+use crate::ids;
 
 /// The actor of the changes Herald makes by itself (an endpoint's circuit opening, say).
 pub const SYSTEM: &str = "system";
@@ -18,17 +19,17 @@ pub fn row(
     actor: &str,
     action: &str,
     target: &str,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
     detail: String,
 ) -> audit::Model {
     audit::Model {
-        id: new_id("aud"),
+        id: ids::new(),
         at,
         actor: actor.to_string(),
         action: action.to_string(),
         target: target.to_string(),
         detail,
-        customer_id: customer_id.map(str::to_string),
+        customer_id: customer_id.cloned(),
     }
 }
 
@@ -39,7 +40,7 @@ pub async fn insert(db: &impl ConnectionTrait, row: audit::Model) -> Result<(), 
 /// What a read of the log keeps; every part is optional.
 #[derive(Debug, Default)]
 pub struct AuditFilter {
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub action: Option<String>,
     pub target: Option<String>,
     pub since_ms: Option<i64>,

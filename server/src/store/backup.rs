@@ -106,7 +106,7 @@ mod tests {
             crate::store::connect(&format!("sqlite://{}", target.display()), crate::config::SqliteSynchronous::Full)
                 .await
                 .unwrap();
-        assert!(crate::store::customers::get(&copy, "cus_kept").await.unwrap().is_some());
+        assert!(crate::store::customers::get(&copy, &"cus_kept".into()).await.unwrap().is_some());
         drop((db, copy));
         std::fs::remove_dir_all(&dir).unwrap();
     }

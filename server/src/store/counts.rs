@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use domain::ids::CustomerId;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
 use super::placeholder;
@@ -50,10 +51,10 @@ pub fn per_customer<'a>(customers: impl IntoIterator<Item = &'a str>, sign: i64)
 }
 
 /// The messages kept of one customer, or of every customer.
-pub async fn messages_kept(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<u64, DbErr> {
+pub async fn messages_kept(db: &impl ConnectionTrait, customer_id: Option<&CustomerId>) -> Result<u64, DbErr> {
     let backend = db.get_database_backend();
     let (of_customer, values) = match customer_id {
-        Some(id) => (format!(" WHERE customer_id = {}", placeholder(backend, 1)), vec![Value::from(id)]),
+        Some(id) => (format!(" WHERE customer_id = {}", placeholder(backend, 1)), vec![Value::from(id.as_str())]),
         None => (String::new(), Vec::new()),
     };
     // PostgreSQL's sum of BIGINTs is a NUMERIC.
@@ -111,14 +112,14 @@ pub async fn add_attempts<'a>(
 /// `since_minute` on (unix milliseconds / 60 000) that had any: (minute, succeeded, failed).
 pub async fn attempts_per_minute(
     db: &impl ConnectionTrait,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
     since_minute: i64,
 ) -> Result<Vec<(i64, u64, u64)>, DbErr> {
     let backend = db.get_database_backend();
     let mut values = vec![Value::from(since_minute)];
     let of_customer = match customer_id {
         Some(id) => {
-            values.push(Value::from(id));
+            values.push(Value::from(id.as_str()));
             format!(" AND customer_id = {}", placeholder(backend, 2))
         }
         None => String::new(),

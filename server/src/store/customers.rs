@@ -1,5 +1,6 @@
 //! Customers.
 
+use domain::ids::CustomerId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
     QuerySelect,
@@ -12,11 +13,11 @@ pub async fn insert(db: &impl ConnectionTrait, row: customer::Model) -> Result<(
     Customers::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
 }
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<customer::Model>, DbErr> {
-    Customers::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &CustomerId) -> Result<Option<customer::Model>, DbErr> {
+    Customers::find_by_id(id.clone()).one(db).await
 }
 
-pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<customer::Model>, DbErr> {
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<CustomerId>) -> Result<Vec<customer::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }

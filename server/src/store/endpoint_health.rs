@@ -10,6 +10,7 @@
 //! counts at its current endpoint.
 
 use domain::health::{FailureKind, Tally};
+use domain::ids::{CustomerId, EndpointId, MessageId};
 use domain::states::{ErrorKind, Outcome};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
@@ -19,8 +20,8 @@ pub const SCANNED: u64 = 10_000;
 /// The endpoint's attempts since `since_ms` (unix milliseconds).
 #[derive(Debug, Clone, Copy)]
 pub struct Window<'a> {
-    pub customer_id: &'a str,
-    pub endpoint_id: &'a str,
+    pub customer_id: &'a CustomerId,
+    pub endpoint_id: &'a EndpointId,
     pub since_ms: i64,
 }
 
@@ -41,7 +42,7 @@ const DIED_OF_IT: &str = "m.state = 'dead' AND a.number = m.attempt_count AND m.
 
 impl Window<'_> {
     fn values(&self) -> Vec<Value> {
-        vec![self.customer_id.into(), self.since_ms.into(), self.endpoint_id.into()]
+        vec![self.customer_id.as_str().into(), self.since_ms.into(), self.endpoint_id.as_str().into()]
     }
 }
 
@@ -121,7 +122,7 @@ pub async fn coverage(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) ->
         scanned + 1
     );
     let backend = db.get_database_backend();
-    let values = vec![w.customer_id.into(), w.since_ms.into()];
+    let values = vec![w.customer_id.as_str().into(), w.since_ms.into()];
     let row = db.query_one_raw(statement(backend, &sql, values)).await?;
     match row {
         Some(row) => Ok((row.try_get::<i64>("", "n")? as u64 > scanned, row.try_get("", "oldest")?)),
@@ -174,7 +175,7 @@ pub async fn dead_of_kind(
     w: Window<'_>,
     kind: FailureKind,
     scanned: u64,
-) -> Result<Vec<String>, DbErr> {
+) -> Result<Vec<MessageId>, DbErr> {
     let (condition, value) = kind_condition(kind);
     let from = from(scanned);
     let sql = format!("SELECT m.id {from} AND {DIED_OF_IT} AND {condition}");
@@ -201,7 +202,8 @@ mod tests {
     #[tokio::test]
     async fn the_window_is_read_through_the_attempts_by_customer_and_time() {
         use crate::store::messages::plans::plan;
-        let w = Window { customer_id: "cus_1", endpoint_id: "ep_1", since_ms: 0 };
+        let (customer_id, endpoint_id) = (CustomerId::from("cus_1"), EndpointId::from("ep_1"));
+        let w = Window { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
         let plan = plan(statement(DbBackend::Sqlite, &tallies_sql(100), w.values())).await.join("\n");
         assert!(plan.contains("idx_attempts_customer_started (customer_id=? AND started_at>?)"), "{plan}");
         assert!(plan.contains("sqlite_autoindex_messages_1 (id=?)"), "{plan}");
@@ -231,7 +233,7 @@ mod tests {
             m.customer_id = customer.into();
             messages.push(m);
             attempts.push(attempt::Model {
-                message_id: id,
+                message_id: id.into(),
                 customer_id: customer.into(),
                 number: 1,
                 started_at: 1_000 * (n as i64 + 1),
@@ -248,7 +250,8 @@ mod tests {
         }
         crate::store::messages::insert_many(&db, &messages).await.unwrap();
         crate::store::attempts::insert_many(&db, attempts).await.unwrap();
-        let w = Window { customer_id: "cus_1", endpoint_id: "ep_1", since_ms: 0 };
+        let (customer_id, endpoint_id) = (CustomerId::from("cus_1"), EndpointId::from("ep_1"));
+        let w = Window { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
         let all = tallies(&db, w, 100).await.unwrap();
         assert_eq!(all.iter().map(|t| t.count).sum::<u64>(), 3);
         assert_eq!(coverage(&db, w, 100).await.unwrap(), (false, Some(1_000)));

@@ -2,6 +2,7 @@
 //! state as the breaker reads and saves it, probes, locks and lists.
 
 use domain::breaker::{Circuit, Gate, Window};
+use domain::ids::{CustomerId, EndpointId};
 use domain::states::EndpointState;
 use sea_orm::sea_query::Expr;
 use std::sync::LazyLock;
@@ -30,18 +31,18 @@ pub async fn get_or_create(db: &impl ConnectionTrait, row: endpoint::Model) -> R
         .ok_or_else(|| DbErr::RecordNotFound("endpoint".into()))
 }
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<endpoint::Model>, DbErr> {
-    Endpoints::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &EndpointId) -> Result<Option<endpoint::Model>, DbErr> {
+    Endpoints::find_by_id(id.clone()).one(db).await
 }
 
 pub async fn list(
     db: &impl ConnectionTrait,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
     page: &PageRequest,
 ) -> Result<Vec<endpoint::Model>, DbErr> {
     let mut query = Endpoints::find().order_by_desc(Column::Id).limit(page.limit + 1);
     if let Some(customer_id) = customer_id {
-        query = query.filter(Column::CustomerId.eq(customer_id));
+        query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
     if let Some(before) = &page.before {
         query = query.filter(Column::Id.lt(before.clone()));
@@ -50,11 +51,14 @@ pub async fn list(
 }
 
 /// Endpoints whose circuit is disabled or locked.
-pub async fn not_closed(db: &impl ConnectionTrait, customer_id: Option<&str>) -> Result<Vec<endpoint::Model>, DbErr> {
+pub async fn not_closed(
+    db: &impl ConnectionTrait,
+    customer_id: Option<&CustomerId>,
+) -> Result<Vec<endpoint::Model>, DbErr> {
     let mut query =
         Endpoints::find().filter(Column::State.ne(EndpointState::Closed.as_str())).order_by_asc(Column::Url);
     if let Some(customer_id) = customer_id {
-        query = query.filter(Column::CustomerId.eq(customer_id));
+        query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
     query.limit(100).all(db).await
 }
@@ -78,7 +82,7 @@ pub async fn count_by_state(db: &impl ConnectionTrait) -> Result<Vec<(EndpointSt
         .collect())
 }
 
-pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<endpoint::Model>, DbErr> {
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<EndpointId>) -> Result<Vec<endpoint::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -88,7 +92,7 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<e
 /// The endpoints, locked for the rest of the transaction (PostgreSQL), so that
 /// concurrent batches of attempts apply the breaker's rules one after another.
 /// In id order: concurrent batches never lock them crosswise.
-pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<endpoint::Model>, DbErr> {
+pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<EndpointId>) -> Result<Vec<endpoint::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -114,7 +118,7 @@ pub fn circuit_of(row: &endpoint::Model) -> Circuit {
 /// Saves the circuits of several endpoints: on PostgreSQL in one statement.
 pub async fn save_circuits(
     db: &impl ConnectionTrait,
-    circuits: &[(String, Circuit)],
+    circuits: &[(EndpointId, Circuit)],
     now_ms: i64,
 ) -> Result<(), DbErr> {
     if circuits.is_empty() {
@@ -154,7 +158,7 @@ fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>
     let mut values: Vec<Value> = vec![now_ms.into()];
     for r in rows {
         values.extend([
-            r.id.into(),
+            r.id.as_str().into(),
             r.state.into(),
             r.consecutive_failures.into(),
             r.window_buckets.clone().into(),
@@ -178,7 +182,7 @@ fn sqlite_save_circuits(rows: &[CircuitRow], now_ms: i64) -> (String, Vec<Value>
 fn circuit_arrays(rows: &[CircuitRow]) -> Vec<Value> {
     let mut arrays = recordset::Arrays::new(CIRCUIT_COLUMNS, rows.len());
     for r in rows {
-        arrays.push("id", r.id.into());
+        arrays.push("id", r.id.as_str().into());
         arrays.push("state", r.state.into());
         arrays.push("consecutive_failures", r.consecutive_failures.into());
         arrays.push("window_buckets", r.window_buckets.as_str().into());
@@ -190,7 +194,7 @@ fn circuit_arrays(rows: &[CircuitRow]) -> Vec<Value> {
 }
 
 struct CircuitRow<'a> {
-    id: &'a str,
+    id: &'a EndpointId,
     state: &'a str,
     consecutive_failures: i64,
     window_buckets: String,
@@ -220,7 +224,7 @@ static SAVE_CIRCUITS: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-pub async fn save_circuit(db: &impl ConnectionTrait, id: &str, c: &Circuit, now_ms: i64) -> Result<(), DbErr> {
+pub async fn save_circuit(db: &impl ConnectionTrait, id: &EndpointId, c: &Circuit, now_ms: i64) -> Result<(), DbErr> {
     Endpoints::update_many()
         .col_expr(Column::State, Expr::val(c.state.as_str()))
         .col_expr(Column::ConsecutiveFailures, Expr::val(c.consecutive_failures as i64))
@@ -229,7 +233,7 @@ pub async fn save_circuit(db: &impl ConnectionTrait, id: &str, c: &Circuit, now_
         .col_expr(Column::LastFailureAt, Expr::val(c.last_failure_at))
         .col_expr(Column::NextProbeAt, Expr::val(c.next_probe_at))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::Id.eq(id))
+        .filter(Column::Id.eq(id.clone()))
         .exec(db)
         .await
         .map(|_| ())
@@ -237,12 +241,12 @@ pub async fn save_circuit(db: &impl ConnectionTrait, id: &str, c: &Circuit, now_
 
 /// Reserves the probe of a disabled endpoint: true for exactly one caller
 /// while the probe is due; it moves the next probe `probe_ms` ahead.
-pub async fn take_probe(db: &impl ConnectionTrait, id: &str, now_ms: i64, probe_ms: i64) -> Result<bool, DbErr> {
+pub async fn take_probe(db: &impl ConnectionTrait, id: &EndpointId, now_ms: i64, probe_ms: i64) -> Result<bool, DbErr> {
     let due = Condition::any().add(Column::NextProbeAt.is_null()).add(Column::NextProbeAt.lte(now_ms));
     let result = Endpoints::update_many()
         .col_expr(Column::NextProbeAt, Expr::val(now_ms + probe_ms))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::Id.eq(id))
+        .filter(Column::Id.eq(id.clone()))
         .filter(Column::State.eq(EndpointState::Disabled.as_str()))
         .filter(due)
         .exec(db)

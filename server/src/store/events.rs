@@ -1,6 +1,7 @@
 //! Events: the publish's insert of a batch with its messages (checked against
 //! the routing it was made with), lookups by id and by `(customer, source, id)`.
 
+use domain::ids::{CustomerId, EndpointId, EventId, MessageId};
 use std::sync::LazyLock;
 
 use domain::states::EndpointState;
@@ -39,13 +40,13 @@ pub struct Routed {
 
 #[derive(Debug, serde::Serialize)]
 pub struct RoutedCustomer {
-    pub id: String,
+    pub id: CustomerId,
     pub routing_version: i64,
 }
 
 #[derive(Debug, serde::Serialize)]
 pub struct RoutedEndpoint {
-    pub id: String,
+    pub id: EndpointId,
     pub state: EndpointState,
 }
 
@@ -80,7 +81,7 @@ pub async fn insert_with_messages(
     events: &[&event::Model],
     messages: &[message::Model],
     routed: &Routed,
-) -> Result<Option<HashSet<String>>, DbErr> {
+) -> Result<Option<HashSet<EventId>>, DbErr> {
     if db.get_database_backend() == DbBackend::Postgres {
         // One statement, committed on its own: one round trip for the whole batch.
         let mut values = Arrays::of_models(COLUMNS, events.iter().copied());
@@ -88,7 +89,7 @@ pub async fn insert_with_messages(
         values.extend(routed.arrays());
         let statement = Statement::from_sql_and_values(DbBackend::Postgres, PUBLISH.as_str(), values);
         let rows = db.query_all_raw(statement).await?;
-        let ids: Vec<Option<String>> = rows.iter().map(|row| row.try_get("", "id")).collect::<Result<_, _>>()?;
+        let ids: Vec<Option<EventId>> = rows.iter().map(|row| row.try_get("", "id")).collect::<Result<_, _>>()?;
         // A NULL id says the routing changed.
         return Ok(ids.into_iter().collect());
     }
@@ -116,7 +117,7 @@ async fn insert_new_many_if_routed(
     events: &[&event::Model],
     customers: &str,
     endpoints: &str,
-) -> Result<HashSet<String>, DbErr> {
+) -> Result<HashSet<EventId>, DbErr> {
     let mut inserted = HashSet::with_capacity(events.len());
     let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
     for chunk in events.chunks(bulk::rows_per_statement::<event::Model>()) {
@@ -130,7 +131,7 @@ async fn insert_new_many_if_routed(
             picked.join(", "),
         );
         for row in db.query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)).await? {
-            inserted.insert(row.try_get::<String>("", "id")?);
+            inserted.insert(row.try_get::<EventId>("", "id")?);
         }
     }
     Ok(inserted)
@@ -211,12 +212,12 @@ static PUBLISH: LazyLock<String> = LazyLock::new(|| {
 
 pub async fn find_by_key(
     db: &impl ConnectionTrait,
-    customer_id: &str,
+    customer_id: &CustomerId,
     source: &str,
     ce_id: &str,
 ) -> Result<Option<event::Model>, DbErr> {
     Events::find()
-        .filter(Column::CustomerId.eq(customer_id))
+        .filter(Column::CustomerId.eq(customer_id.clone()))
         .filter(Column::Source.eq(source))
         .filter(Column::CeId.eq(ce_id))
         .one(db)
@@ -226,7 +227,7 @@ pub async fn find_by_key(
 /// The archive's filters; `None` means any.
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub source: Option<String>,
     pub event_type: Option<String>,
     /// Published at or after.
@@ -257,7 +258,7 @@ impl EventFilter {
     fn indexed(&self) -> sea_orm::Condition {
         let mut cond = sea_orm::Condition::all();
         if let Some(v) = &self.customer_id {
-            cond = cond.add(Column::CustomerId.eq(v.as_str()));
+            cond = cond.add(Column::CustomerId.eq(v.clone()));
         }
         if let Some(v) = self.until_ms {
             // The bound lets the scan start at the window's end.
@@ -287,12 +288,12 @@ pub async fn list(
 pub async fn oldest_first(
     db: &impl ConnectionTrait,
     filter: &EventFilter,
-    after: Option<&str>,
+    after: Option<&EventId>,
     limit: u64,
 ) -> Result<Vec<event::Model>, DbErr> {
     let mut query = Events::find().filter(filter.condition()).order_by_asc(Column::Id).limit(limit);
     if let Some(after) = after {
-        query = query.filter(Column::Id.gt(after));
+        query = query.filter(Column::Id.gt(after.clone()));
     }
     query.all(db).await
 }
@@ -300,11 +301,12 @@ pub async fn oldest_first(
 /// A customer's kept events with this CloudEvent id (and source, when given); at most two.
 pub async fn by_ce_id(
     db: &impl ConnectionTrait,
-    customer_id: &str,
+    customer_id: &CustomerId,
     ce_id: &str,
     source: Option<&str>,
 ) -> Result<Vec<event::Model>, DbErr> {
-    let mut query = Events::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::CeId.eq(ce_id)).limit(2);
+    let mut query =
+        Events::find().filter(Column::CustomerId.eq(customer_id.clone())).filter(Column::CeId.eq(ce_id)).limit(2);
     if let Some(source) = source {
         query = query.filter(Column::Source.eq(source));
     }
@@ -312,7 +314,7 @@ pub async fn by_ce_id(
 }
 
 /// Lists new messages on their events, as the publish does (see `message_ids`).
-pub async fn add_message_ids(db: &impl ConnectionTrait, added: &[(String, String)]) -> Result<(), DbErr> {
+pub async fn add_message_ids(db: &impl ConnectionTrait, added: &[(EventId, MessageId)]) -> Result<(), DbErr> {
     for (event_id, message_id) in added {
         // Appended in the statement, so that two replays of one event both keep their message.
         let appended = if db.get_database_backend() == DbBackend::Postgres {
@@ -324,18 +326,18 @@ pub async fn add_message_ids(db: &impl ConnectionTrait, added: &[(String, String
         };
         Events::update_many()
             .col_expr(Column::MessageIds, appended)
-            .filter(Column::Id.eq(event_id.as_str()))
+            .filter(Column::Id.eq(event_id.clone()))
             .exec(db)
             .await?;
     }
     Ok(())
 }
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<event::Model>, DbErr> {
-    Events::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &EventId) -> Result<Option<event::Model>, DbErr> {
+    Events::find_by_id(id.clone()).one(db).await
 }
 
-pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<event::Model>, DbErr> {
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<EventId>) -> Result<Vec<event::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }

@@ -6,6 +6,7 @@
 //! from its start and needs no index of its own (none is added to the
 //! tables every publish and delivery write).
 
+use domain::ids::{CustomerId, EventId, MessageId};
 use foldhash::{HashSet, HashSetExt};
 use sea_orm::sea_query::{Expr, ExprTrait, Func, FunctionCall};
 use sea_orm::{
@@ -33,7 +34,11 @@ fn ended_at() -> FunctionCall {
 }
 
 /// Up to `limit` ids of messages that ended before `ended_before_ms`.
-pub async fn ended_messages(db: &impl ConnectionTrait, ended_before_ms: i64, limit: u64) -> Result<Vec<String>, DbErr> {
+pub async fn ended_messages(
+    db: &impl ConnectionTrait,
+    ended_before_ms: i64,
+    limit: u64,
+) -> Result<Vec<MessageId>, DbErr> {
     Messages::find()
         .select_only()
         .column(message::Column::Id)
@@ -51,11 +56,11 @@ pub async fn ended_messages(db: &impl ConnectionTrait, ended_before_ms: i64, lim
 /// (messages, attempts) removed.
 pub async fn remove_messages(
     db: &DatabaseConnection,
-    ids: Vec<String>,
+    ids: Vec<MessageId>,
     ended_before_ms: i64,
 ) -> Result<(u64, u64), DbErr> {
     let txn = db.begin().await?;
-    let removed: Vec<(String, String)> = Messages::delete_many()
+    let removed: Vec<(MessageId, CustomerId)> = Messages::delete_many()
         .filter(message::Column::Id.is_in(ids))
         .filter(ended_before(ended_before_ms))
         .exec_with_returning(&txn)
@@ -81,9 +86,9 @@ pub async fn remove_messages(
 pub async fn old_events(
     db: &impl ConnectionTrait,
     published_before_ms: i64,
-    after: Option<&str>,
+    after: Option<&EventId>,
     limit: u64,
-) -> Result<Vec<(String, String)>, DbErr> {
+) -> Result<Vec<(EventId, String)>, DbErr> {
     let mut query = Events::find()
         .select_only()
         .columns([event::Column::Id, event::Column::MessageIds])
@@ -92,16 +97,16 @@ pub async fn old_events(
         .order_by_asc(event::Column::Id)
         .limit(limit);
     if let Some(after) = after {
-        query = query.filter(event::Column::Id.gt(after));
+        query = query.filter(event::Column::Id.gt(after.clone()));
     }
     query.into_tuple().all(db).await
 }
 
 /// The events, among those of `message_ids`, that an open message still needs.
-pub async fn needed_events(db: &impl ConnectionTrait, message_ids: Vec<String>) -> Result<HashSet<String>, DbErr> {
+pub async fn needed_events(db: &impl ConnectionTrait, message_ids: Vec<MessageId>) -> Result<HashSet<EventId>, DbErr> {
     let mut needed = HashSet::new();
     for chunk in message_ids.chunks(500) {
-        let open: Vec<String> = Messages::find()
+        let open: Vec<EventId> = Messages::find()
             .select_only()
             .column(message::Column::EventId)
             .filter(message::Column::Id.is_in(chunk.iter().cloned()))
@@ -115,7 +120,7 @@ pub async fn needed_events(db: &impl ConnectionTrait, message_ids: Vec<String>) 
 }
 
 /// Removes these events; their `(source, id)` may be published again as new events.
-pub async fn remove_events(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<u64, DbErr> {
+pub async fn remove_events(db: &impl ConnectionTrait, ids: Vec<EventId>) -> Result<u64, DbErr> {
     if ids.is_empty() {
         return Ok(0);
     }

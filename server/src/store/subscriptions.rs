@@ -2,6 +2,7 @@
 //! (the publish's routing), and how a stored subscription reads (its event types
 //! and retry policy).
 
+use domain::ids::{CustomerId, EndpointId, SubscriptionId};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
@@ -28,15 +29,15 @@ pub async fn update(db: &impl ConnectionTrait, row: subscription::Model) -> Resu
     Subscriptions::update(row.into_active_model().reset_all()).exec(db).await.map(|_| ())
 }
 
-pub async fn delete(db: &impl ConnectionTrait, id: &str) -> Result<u64, DbErr> {
-    Ok(Subscriptions::delete_by_id(id.to_string()).exec(db).await?.rows_affected)
+pub async fn delete(db: &impl ConnectionTrait, id: &SubscriptionId) -> Result<u64, DbErr> {
+    Ok(Subscriptions::delete_by_id(id.clone()).exec(db).await?.rows_affected)
 }
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<subscription::Model>, DbErr> {
-    Subscriptions::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &SubscriptionId) -> Result<Option<subscription::Model>, DbErr> {
+    Subscriptions::find_by_id(id.clone()).one(db).await
 }
 
-pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<subscription::Model>, DbErr> {
+pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<SubscriptionId>) -> Result<Vec<subscription::Model>, DbErr> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -46,12 +47,12 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<String>) -> Result<Vec<s
 /// The customer's subscriptions that deliver to an endpoint (through their index by customer).
 pub async fn of_endpoint(
     db: &impl ConnectionTrait,
-    customer_id: &str,
-    endpoint_id: &str,
+    customer_id: &CustomerId,
+    endpoint_id: &EndpointId,
 ) -> Result<Vec<subscription::Model>, DbErr> {
     Subscriptions::find()
-        .filter(Column::CustomerId.eq(customer_id))
-        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::CustomerId.eq(customer_id.clone()))
+        .filter(Column::EndpointId.eq(endpoint_id.clone()))
         .order_by_asc(Column::Name)
         .all(db)
         .await
@@ -59,12 +60,12 @@ pub async fn of_endpoint(
 
 pub async fn list(
     db: &impl ConnectionTrait,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
     page: &PageRequest,
 ) -> Result<Vec<subscription::Model>, DbErr> {
     let mut query = Subscriptions::find().order_by_desc(Column::Id).limit(page.limit + 1);
     if let Some(customer_id) = customer_id {
-        query = query.filter(Column::CustomerId.eq(customer_id));
+        query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
     if let Some(before) = &page.before {
         query = query.filter(Column::Id.lt(before.clone()));
@@ -75,9 +76,13 @@ pub async fn list(
 /// The customer's active subscriptions, which an event is matched against.
 pub async fn active_for_customer(
     db: &impl ConnectionTrait,
-    customer_id: &str,
+    customer_id: &CustomerId,
 ) -> Result<Vec<subscription::Model>, DbErr> {
-    Subscriptions::find().filter(Column::CustomerId.eq(customer_id)).filter(Column::Status.eq("active")).all(db).await
+    Subscriptions::find()
+        .filter(Column::CustomerId.eq(customer_id.clone()))
+        .filter(Column::Status.eq("active"))
+        .all(db)
+        .await
 }
 
 /// The subscriptions of several customers that events go to (a publish
@@ -85,7 +90,7 @@ pub async fn active_for_customer(
 /// holds; each with its endpoint (`None` only if the endpoint row is missing).
 pub async fn routable_with_endpoints(
     db: &impl ConnectionTrait,
-    customer_ids: &[String],
+    customer_ids: &[CustomerId],
 ) -> Result<Vec<(subscription::Model, Option<endpoint::Model>)>, DbErr> {
     // The customers travel as one JSON parameter: the same text, and plan, for any number of them.
     let customers = serde_json::to_string(customer_ids).expect("strings serialize to JSON");
@@ -108,7 +113,7 @@ pub async fn routable_with_endpoints(
 /// name one of `types` (exactly: a `*` does not name them).
 pub async fn naming_types(
     db: &impl ConnectionTrait,
-    customer_ids: Vec<String>,
+    customer_ids: Vec<CustomerId>,
     types: &[&str],
 ) -> Result<Vec<subscription::Model>, DbErr> {
     // The stored list is JSON: a type it names appears quoted, and only then.
@@ -119,7 +124,7 @@ pub async fn naming_types(
     // A few hundred customers per statement, within both databases' limits on bound values.
     for customers in customer_ids.chunks(500) {
         let rows = Subscriptions::find()
-            .filter(Column::CustomerId.is_in(customers.iter().map(String::as_str)))
+            .filter(Column::CustomerId.is_in(customers.iter().map(CustomerId::as_str)))
             .filter(Column::Status.is_in(ROUTABLE))
             .filter(named.clone())
             .all(db)
@@ -135,8 +140,8 @@ pub async fn naming_types(
 /// every change to its subscriptions (see migration m0005).
 pub async fn routing_versions(
     db: &impl ConnectionTrait,
-    customer_ids: &[String],
-) -> Result<HashMap<String, i64>, DbErr> {
+    customer_ids: &[CustomerId],
+) -> Result<HashMap<CustomerId, i64>, DbErr> {
     let customers = serde_json::to_string(customer_ids).expect("strings serialize to JSON");
     let backend = db.get_database_backend();
     let sql = match backend {
@@ -146,7 +151,9 @@ pub async fn routing_versions(
         _ => "SELECT id, routing_version FROM customers WHERE id IN (SELECT value FROM json_each(?))",
     };
     let rows = db.query_all_raw(Statement::from_sql_and_values(backend, sql, [customers.into()])).await?;
-    rows.iter().map(|row| Ok((row.try_get::<String>("", "id")?, row.try_get::<i64>("", "routing_version")?))).collect()
+    rows.iter()
+        .map(|row| Ok((row.try_get::<CustomerId>("", "id")?, row.try_get::<i64>("", "routing_version")?)))
+        .collect()
 }
 
 /// Subscriptions whose current or previous secret is not sealed yet.

@@ -1,5 +1,6 @@
 //! Dashboard users.
 
+use domain::ids::UserId;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter,
     QueryOrder,
@@ -19,8 +20,8 @@ pub async fn find_by_username(db: &impl ConnectionTrait, username: &str) -> Resu
     Users::find().filter(user::Column::Username.eq(username)).one(db).await
 }
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<user::Model>, DbErr> {
-    Users::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &UserId) -> Result<Option<user::Model>, DbErr> {
+    Users::find_by_id(id.clone()).one(db).await
 }
 
 pub async fn list(db: &impl ConnectionTrait) -> Result<Vec<user::Model>, DbErr> {

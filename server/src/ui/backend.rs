@@ -10,6 +10,7 @@ use app::ui::backend::{ArchiveFilter, Backend, LogFilter};
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use domain::dto::*;
+use domain::ids::UserId;
 use serde_json::{Value, json};
 use tower_sessions::Session;
 
@@ -57,7 +58,7 @@ fn ui_error(e: ServiceError) -> UiError {
 fn principal(v: &Viewer) -> Principal {
     let actor = format!("user:{}", v.username);
     match &v.customer_id {
-        Some(customer_id) if !v.is_admin() => Principal::Customer { customer_id: customer_id.clone(), actor },
+        Some(customer_id) if !v.is_admin() => Principal::Customer { customer_id: customer_id.as_str().into(), actor },
         _ => Principal::Admin { actor },
     }
 }
@@ -74,7 +75,7 @@ fn session(request: &Parts) -> Option<Session> {
 impl Backend for DashboardBackend {
     async fn viewer(&self, request: &Parts) -> Option<Viewer> {
         let user_id: String = session(request)?.get(USER_KEY).await.ok()??;
-        let row = users::get(&self.services, &user_id).await.ok()??;
+        let row = users::get(&self.services, &UserId::from(user_id)).await.ok()??;
         let user = users::view(row);
         Some(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
     }
@@ -107,7 +108,7 @@ impl Backend for DashboardBackend {
     }
 
     async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::get(&self.services, &principal(v), id).await.map_err(ui_error)
+        subscriptions::get(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
     }
 
     async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError> {
@@ -115,15 +116,15 @@ impl Backend for DashboardBackend {
     }
 
     async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError> {
-        subscriptions::update(&self.services, &principal(v), id, &body).await.map_err(ui_error)
+        subscriptions::update(&self.services, &principal(v), &id.into(), &body).await.map_err(ui_error)
     }
 
     async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::rotate_secret(&self.services, &principal(v), id).await.map_err(ui_error)
+        subscriptions::rotate_secret(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
     }
 
     async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError> {
-        events::send_test(&self.services, &principal(v), id).await.map_err(ui_error)
+        events::send_test(&self.services, &principal(v), &id.into()).await.map(String::from).map_err(ui_error)
     }
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError> {
@@ -142,11 +143,11 @@ impl Backend for DashboardBackend {
     }
 
     async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError> {
-        messages::detail(&self.services, &principal(v), id).await.map_err(ui_error)
+        messages::detail(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
     }
 
     async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError> {
-        messages::replay_one(&self.services, &principal(v), id).await.map_err(ui_error)
+        messages::replay_one(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
     }
 
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError> {
@@ -202,11 +203,11 @@ impl Backend for DashboardBackend {
     }
 
     async fn endpoint_health(&self, v: &Viewer, id: &str) -> Result<EndpointHealth, UiError> {
-        endpoint_health::health(&self.services, &principal(v), id).await.map_err(ui_error)
+        endpoint_health::health(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
     }
 
     async fn replay_failures(&self, v: &Viewer, id: &str, kind: &str) -> Result<u64, UiError> {
-        let result = endpoint_health::replay_failures(&self.services, &principal(v), id, kind).await;
+        let result = endpoint_health::replay_failures(&self.services, &principal(v), &id.into(), kind).await;
         Ok(result.map_err(ui_error)?.replayed)
     }
 
@@ -215,7 +216,7 @@ impl Backend for DashboardBackend {
     }
 
     async fn unlock(&self, v: &Viewer, id: &str, backlog: Backlog) -> Result<Endpoint, UiError> {
-        endpoints::unlock(&self.services, &principal(v), id, backlog).await.map_err(ui_error)
+        endpoints::unlock(&self.services, &principal(v), &id.into(), backlog).await.map_err(ui_error)
     }
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError> {
@@ -227,9 +228,14 @@ impl Backend for DashboardBackend {
     }
 
     async fn create_api_key(&self, v: &Viewer, customer_id: &str, name: &str) -> Result<ApiKeyCreated, UiError> {
-        let key = customers::create_api_key(&self.services, &principal(v), customer_id.trim(), &json!({"name": name}))
-            .await
-            .map_err(ui_error)?;
+        let key = customers::create_api_key(
+            &self.services,
+            &principal(v),
+            &customer_id.trim().into(),
+            &json!({"name": name}),
+        )
+        .await
+        .map_err(ui_error)?;
         let mut tokens = self.new_tokens.lock().expect("tokens lock");
         tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_SHOWN_FOR);
         tokens.insert((v.user_id.clone(), key.id.clone()), (key.token.clone(), Instant::now()));

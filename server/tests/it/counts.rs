@@ -40,13 +40,13 @@ async fn assert_counts_match(app: &TestApp, customers: &[&str], step: &str, with
     let (messages, attempts) = tables(db).await;
     let mut kept = Vec::new();
     for customer in customers {
-        let n = counts::messages_kept(db, Some(customer)).await.unwrap();
+        let n = counts::messages_kept(db, Some(&(*customer).into())).await.unwrap();
         assert_eq!(n, messages.get(*customer).copied().unwrap_or(0), "{step}: {customer}'s messages");
         kept.push(n);
         if !with_attempts {
             continue;
         }
-        let minutes = counts::attempts_per_minute(db, Some(customer), 0).await.unwrap();
+        let minutes = counts::attempts_per_minute(db, Some(&(*customer).into()), 0).await.unwrap();
         let expected: Vec<(i64, u64, u64)> =
             attempts.iter().filter(|((c, _), _)| c == customer).map(|((_, m), (s, f))| (*m, *s, *f)).collect();
         assert_eq!(sorted(minutes), expected, "{step}: {customer}'s attempts per minute");

@@ -72,7 +72,7 @@ async fn the_admins_overview_reads_the_gauges_latest_counts_while_they_are_fresh
     app.publish(&key, "e1", "t").await;
     let pending = |o: Overview| o.counts.iter().find(|(s, _)| *s == MessageState::Pending).map(|(_, n)| *n);
     let admin = Principal::Admin { actor: "admin".into() };
-    let customer = Principal::Customer { customer_id, actor: "acme".into() };
+    let customer = Principal::Customer { customer_id: customer_id.into(), actor: "acme".into() };
     assert_eq!(pending(overview(&app.services, &admin).await.unwrap()), Some(1), "no reading yet: the table");
 
     app.services.pipeline.gauges.set(app.now_ms(), vec![(MessageState::Pending, 7)]);

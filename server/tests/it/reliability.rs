@@ -5,6 +5,7 @@
 use crate::common;
 
 use common::{ADMIN_TOKEN, TestApp, TestReceiver};
+use domain::ids::EndpointId;
 use serde_json::{Value, json};
 
 async fn endpoint(app: &TestApp, key: &str) -> Value {
@@ -232,7 +233,7 @@ async fn one_batch_saves_the_circuits_of_several_endpoints() {
     }
     let (status, page) = app.get("/api/v1/endpoints", &key).await;
     assert_eq!(status, 200);
-    let mut ids: Vec<String> =
+    let mut ids: Vec<EndpointId> =
         page["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().into()).collect();
     ids.sort();
     assert_eq!(ids.len(), 2);

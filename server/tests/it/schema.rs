@@ -88,7 +88,7 @@ async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
     let before = vec![(1, 10, Some("no".to_string())), (2, 20, Some("ok".to_string()))];
 
     herald::store::migrate(&db).await.unwrap();
-    assert_eq!(seen(for_message(&db, "msg_1").await.unwrap()), before);
+    assert_eq!(seen(for_message(&db, &"msg_1".into()).await.unwrap()), before);
     let again = "INSERT INTO attempts (message_id, customer_id, number, started_at, duration_ms, outcome, \
                  request_headers, response_headers) VALUES ('msg_1', 'cus_1', 2, 30, 1, 'success', '{}', '{}')";
     assert!(db.execute_unprepared(again).await.is_err(), "one attempt per message and number");
@@ -101,7 +101,7 @@ async fn attempts_keep_their_record_when_their_ids_go_and_come_back() {
     let ids: Vec<String> = ids.iter().map(|row| row.try_get("", "id").unwrap()).collect();
     assert_eq!(ids, ["att_msg_1_1", "att_msg_1_2"]);
     herald::store::migrate(&db).await.unwrap();
-    assert_eq!(seen(for_message(&db, "msg_1").await.unwrap()), before);
+    assert_eq!(seen(for_message(&db, &"msg_1".into()).await.unwrap()), before);
 }
 
 /// A message row for the tests below, in `state`.
@@ -157,7 +157,7 @@ async fn events_stored_earlier_get_their_message_ids() {
     let ids = |db| async move {
         let mut ids = Vec::new();
         for id in ["evt_1", "evt_2"] {
-            ids.push(get(db, id).await.unwrap().unwrap().message_ids);
+            ids.push(get(db, &id.into()).await.unwrap().unwrap().message_ids);
         }
         ids
     };
@@ -230,7 +230,7 @@ async fn the_counts_are_filled_from_the_history_already_stored() {
         counts
     };
     let counted = |pairs: &[(&str, u64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
-    let a = sorted(messages::count_by_state(&db, Some("cus_a")).await.unwrap());
+    let a = sorted(messages::count_by_state(&db, Some(&"cus_a".into())).await.unwrap());
     assert_eq!(a, counted(&[("dead", 1), ("delivered", 2), ("pending", 1)]));
     let all = sorted(messages::count_by_state(&db, None).await.unwrap());
     assert_eq!(all, counted(&[("dead", 1), ("delivered", 3), ("pending", 3)]));
@@ -239,7 +239,7 @@ async fn the_counts_are_filled_from_the_history_already_stored() {
         rows.sort();
         rows
     };
-    let a = minutes(counts::attempts_per_minute(&db, Some("cus_a"), 0).await.unwrap());
+    let a = minutes(counts::attempts_per_minute(&db, Some(&"cus_a".into()), 0).await.unwrap());
     assert_eq!(a, [(minute, 2, 1)]);
     let all = minutes(counts::attempts_per_minute(&db, None, minute).await.unwrap());
     assert_eq!(all, [(minute, 2, 1), (minute + 1, 1, 0)], "every customer's; none from two days ago");
@@ -272,9 +272,9 @@ async fn a_state_herald_never_writes_fails_its_read_by_name() {
     let insert = "INSERT INTO endpoints (id, customer_id, url, state, consecutive_failures, window_buckets, \
                   created_at, updated_at) VALUES ('ep_1', 'cus_1', 'https://example.com/hook', 'open', 0, '[]', 0, 0)";
     db.execute_unprepared(insert).await.unwrap();
-    let error = herald::store::endpoints::get(&db, "ep_1").await.unwrap_err().to_string();
+    let error = herald::store::endpoints::get(&db, &"ep_1".into()).await.unwrap_err().to_string();
     assert!(error.contains("\"open\" is not a known EndpointState"), "{error}");
     db.execute_unprepared("UPDATE endpoints SET state = 'locked'").await.unwrap();
-    let endpoint = herald::store::endpoints::get(&db, "ep_1").await.unwrap().unwrap();
+    let endpoint = herald::store::endpoints::get(&db, &"ep_1".into()).await.unwrap().unwrap();
     assert_eq!(endpoint.state, domain::states::EndpointState::Locked);
 }

@@ -22,7 +22,7 @@ pub(crate) async fn rare_under_common(app: &TestApp, customer_id: &str) -> [(Str
         let (event_type, source) = if rare { ("rare", "/rare") } else { ("common", "/common") };
         let event_id = format!("evt_{}", ulid::Ulid::from_parts(at as u64, 1));
         events.push(event::Model {
-            id: event_id.clone(),
+            id: event_id.clone().into(),
             customer_id: customer_id.into(),
             source: source.into(),
             ce_id: format!("e{i}"),
@@ -32,9 +32,9 @@ pub(crate) async fn rare_under_common(app: &TestApp, customer_id: &str) -> [(Str
             message_ids: String::new(),
         });
         messages.push(message::Model {
-            id: format!("msg_{}", ulid::Ulid::from_parts(at as u64, 1)),
+            id: format!("msg_{}", ulid::Ulid::from_parts(at as u64, 1)).into(),
             customer_id: customer_id.into(),
-            event_id,
+            event_id: event_id.into(),
             subscription_id: "sub_1".into(),
             endpoint_id: "ep_1".into(),
             event_type: event_type.into(),
@@ -56,7 +56,7 @@ pub(crate) async fn rare_under_common(app: &TestApp, customer_id: &str) -> [(Str
     let db = &app.services.db;
     herald::store::bulk::insert(db, &events).await.unwrap();
     herald::store::messages::insert_many(db, &messages).await.unwrap();
-    let ids = |i: usize| (messages[i].id.clone(), events[i].ce_id.clone());
+    let ids = |i: usize| (messages[i].id.to_string(), events[i].ce_id.clone());
     [ids(0), ids(MIDDLE as usize)]
 }
 

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use domain::ids::{CustomerId, EndpointId, EventId, MessageId, PrefixedId};
 use domain::states::{MessageState, Outcome};
 use herald::config::SqliteSynchronous;
 use herald::ids::new_id;
@@ -48,8 +49,8 @@ pub struct Timing {
 
 /// A customer as loaded: its subscriptions with their endpoints.
 struct Loaded {
-    id: String,
-    routes: Vec<(subscription::Model, String)>,
+    id: CustomerId,
+    routes: Vec<(subscription::Model, EndpointId)>,
 }
 
 pub async fn run(opts: &Opts) -> Result<(usize, String, Vec<Timing>)> {
@@ -133,7 +134,7 @@ async fn customers(db: &DatabaseConnection) -> Result<Vec<Loaded>> {
     let subs = subscription::Entity::find().all(db).await?;
     let endpoints = endpoint::Entity::find().all(db).await?;
     let mut customers: Vec<Loaded> = Vec::new();
-    let mut ids: Vec<String> = subs.iter().map(|s| s.customer_id.clone()).collect();
+    let mut ids: Vec<CustomerId> = subs.iter().map(|s| s.customer_id.clone()).collect();
     ids.sort();
     ids.dedup();
     for id in ids {
@@ -152,11 +153,11 @@ async fn customers(db: &DatabaseConnection) -> Result<Vec<Loaded>> {
 
 /// Writes `count` messages with their events and attempts: nine in ten for `main`, the rest
 /// spread over the others, times spread evenly over the last 30 days, ids in time order.
-async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: usize) -> Result<()> {
+async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &CustomerId, count: usize) -> Result<()> {
     let now = chrono::Utc::now().timestamp_millis();
     let first = now - DAYS * DAY_MS;
     let step = (DAYS * DAY_MS) as f64 / count.max(1) as f64;
-    let main_index = customers.iter().position(|c| c.id == main).expect("main is among them");
+    let main_index = customers.iter().position(|c| c.id == *main).expect("main is among them");
     let others: Vec<usize> = (0..customers.len()).filter(|&i| i != main_index).collect();
     let mut done = 0;
     while done < count {
@@ -172,8 +173,8 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
             };
             let (sub, endpoint_id) = &customer.routes[i % customer.routes.len()];
             let dead = i % DEAD_EVERY == 0;
-            let event_id = id_at("evt", at);
-            let message_id = id_at("msg", at);
+            let event_id: EventId = id_at(at);
+            let message_id: MessageId = id_at(at);
             let types: Vec<String> = serde_json::from_str(&sub.event_types).unwrap_or_default();
             let event_type = types.into_iter().next().unwrap_or_else(|| EVENT_TYPES[0].to_string());
             let payload = json!({"specversion": "1.0", "id": format!("h-{i}"), "source": "/history",
@@ -187,7 +188,7 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
                 event_type: event_type.clone(),
                 payload,
                 created_at: at,
-                message_ids: message_id.clone(),
+                message_ids: message_id.to_string(),
             });
             let status = if dead { 400 } else { 200 };
             messages.push(message::Model {
@@ -249,10 +250,11 @@ async fn load(db: &DatabaseConnection, customers: &[Loaded], main: &str, count: 
 }
 
 /// A prefixed ULID made at `ms`, so the loaded ids sort by their time as published ones do.
-fn id_at(prefix: &str, ms: i64) -> String {
+fn id_at<Id: PrefixedId>(ms: i64) -> Id {
+    let prefix = Id::PREFIX;
     let fresh = new_id(prefix);
     let random = ulid::Ulid::from_string(&fresh[prefix.len() + 1..]).map(|u| u.random()).unwrap_or_default();
-    format!("{prefix}_{}", ulid::Ulid::from_parts(ms as u64, random))
+    Id::from(format!("{prefix}_{}", ulid::Ulid::from_parts(ms as u64, random)))
 }
 
 /// A logged-in dashboard session's cookie.

@@ -13,6 +13,8 @@
 
 use std::collections::HashMap;
 
+use domain::ids::EndpointId;
+
 use super::waiting::Waiting;
 
 /// What a lane claims next.
@@ -21,7 +23,7 @@ pub enum ClaimScope {
     /// The oldest due messages, passing over saturated endpoints.
     AllDue,
     /// The oldest due messages of one endpoint.
-    Endpoint(String),
+    Endpoint(EndpointId),
 }
 
 pub struct ClaimPlanner {
@@ -30,7 +32,7 @@ pub struct ClaimPlanner {
     /// When the lane claims everything due again without being woken, in clock milliseconds.
     claim_all_at: i64,
     /// Endpoints the database may hold more due messages of (at most `MAX_BACKLOGGED`).
-    backlogged: Vec<String>,
+    backlogged: Vec<EndpointId>,
 }
 
 /// Endpoints the planner keeps track of; beyond them, claims of everything due find the rest.
@@ -49,7 +51,7 @@ impl ClaimPlanner {
     }
 
     /// Messages were stored due for these endpoints.
-    pub fn backlog(&mut self, endpoints: impl IntoIterator<Item = String>) {
+    pub fn backlog(&mut self, endpoints: impl IntoIterator<Item = EndpointId>) {
         for endpoint_id in endpoints {
             if self.backlogged.len() < MAX_BACKLOGGED && !self.backlogged.contains(&endpoint_id) {
                 self.backlogged.push(endpoint_id);
@@ -83,10 +85,10 @@ impl ClaimPlanner {
     pub fn claimed(
         &mut self,
         scope: &ClaimScope,
-        got: &[String],
+        got: &[EndpointId],
         limit: usize,
         concurrency: usize,
-        saturated: Vec<String>,
+        saturated: Vec<EndpointId>,
         next_claim_ms: i64,
     ) {
         let full = got.len() == limit;
@@ -98,7 +100,7 @@ impl ClaimPlanner {
                     // everything would pass over them, saturated now, reading past their
                     // backlog. The others' messages come with the next claim of everything,
                     // while the lane is short of work.
-                    let mut counts: HashMap<&String, usize> = HashMap::new();
+                    let mut counts: HashMap<&EndpointId, usize> = HashMap::new();
                     for endpoint_id in got {
                         *counts.entry(endpoint_id).or_default() += 1;
                     }
@@ -136,8 +138,8 @@ mod tests {
         waiting
     }
 
-    fn of(endpoint_id: &str, n: usize) -> Vec<String> {
-        vec![endpoint_id.to_string(); n]
+    fn of(endpoint_id: &str, n: usize) -> Vec<EndpointId> {
+        vec![EndpointId::from(endpoint_id); n]
     }
 
     #[test]
@@ -174,7 +176,7 @@ mod tests {
     #[test]
     fn a_full_batch_spread_thin_over_endpoints_refills_none_of_them_alone() {
         let mut planner = ClaimPlanner::default();
-        let got: Vec<String> = (0..128).map(|i| format!("ep_{}", i % 64)).collect();
+        let got: Vec<EndpointId> = (0..128).map(|i| EndpointId::from(format!("ep_{}", i % 64))).collect();
         planner.claimed(&ClaimScope::AllDue, &got, 128, 4, Vec::new(), 1_000);
         assert_eq!(planner.next(1, &Waiting::default(), 4, false), None, "no endpoint brought its concurrency's worth");
         assert_eq!(planner.next(1, &Waiting::default(), 4, true), Some(ClaimScope::AllDue));
@@ -184,7 +186,7 @@ mod tests {
     fn a_passed_over_endpoint_running_low_is_refilled_alone() {
         let mut planner = ClaimPlanner::default();
         // The claim passed over ep_a, which had its concurrency's worth waiting, and found nothing else.
-        planner.claimed(&ClaimScope::AllDue, &[], 128, 4, vec!["ep_a".to_string()], 60_000);
+        planner.claimed(&ClaimScope::AllDue, &[], 128, 4, vec!["ep_a".into()], 60_000);
         assert_eq!(
             planner.next(10, &waiting("ep_a", 4), 4, true),
             None,
@@ -202,7 +204,7 @@ mod tests {
     fn pending_messages_stored_for_an_endpoint_are_claimed_for_it_alone() {
         let mut planner = ClaimPlanner::default();
         planner.claimed(&ClaimScope::AllDue, &[], 128, 4, Vec::new(), 60_000);
-        planner.backlog(["ep_b".to_string()]);
+        planner.backlog(["ep_b".into()]);
         assert_eq!(planner.next(10, &Waiting::default(), 4, true), Some(ClaimScope::Endpoint("ep_b".into())));
     }
 }

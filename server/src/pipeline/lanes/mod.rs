@@ -10,6 +10,7 @@ mod waiting;
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::ids::{EndpointId, EventId, MessageId, SubscriptionId};
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DbErr, TransactionTrait};
 use tokio::sync::{Semaphore, watch};
@@ -21,7 +22,7 @@ use super::handoff::{Dispatch, Ready, StartPermit, take_start_permit};
 use super::job::Job;
 use super::operational::report_dead;
 use super::{Pipeline, lease_ms, wakeup};
-use crate::store::entities::{endpoint, event, subscription};
+use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::{Among, Lane};
 use crate::store::{endpoints, events, messages, processes, subscriptions};
 use claim_planner::{ClaimPlanner, ClaimScope};
@@ -125,7 +126,7 @@ impl Lanes {
                 // The retry lane sleeps until its next retry is due, at most the idle poll.
                 let idle =
                     if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
-                let got: Vec<String> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
+                let got: Vec<EndpointId> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
                 let next_claim = self.pipeline.now_ms() + idle.as_millis() as i64;
                 planner.claimed(&scope, &got, limit as usize, endpoint_concurrency, saturated, next_claim);
                 if !jobs.is_empty() {
@@ -242,7 +243,7 @@ impl Lanes {
     /// so that a saturated endpoint's backlog is not claimed again and again
     /// ahead of other work. One statement per claim (lease token).
     async fn put_back(&self, jobs: Vec<Job>) {
-        let mut by_token: HashMap<i64, (Vec<String>, bool)> = HashMap::new();
+        let mut by_token: HashMap<i64, (Vec<MessageId>, bool)> = HashMap::new();
         for job in jobs {
             let (ids, retries) = by_token.entry(job.message.lease_token.unwrap_or_default()).or_default();
             ids.push(job.message.id);
@@ -269,21 +270,25 @@ impl Lanes {
         if claimed.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = |f: fn(&crate::store::entities::message::Model) -> &String| -> Vec<String> {
-            let mut ids: Vec<String> = claimed.iter().map(|m| f(m).clone()).collect();
+        fn ids<Id: Clone + Ord>(claimed: &[message::Model], id: impl Fn(&message::Model) -> &Id) -> Vec<Id> {
+            let mut ids: Vec<Id> = claimed.iter().map(|m| id(m).clone()).collect();
             ids.sort();
             ids.dedup();
             ids
-        };
+        }
         let db = &self.pipeline.db;
-        let subs: HashMap<String, Arc<subscription::Model>> = subscriptions::by_ids(db, ids(|m| &m.subscription_id))
+        let subs: HashMap<SubscriptionId, Arc<subscription::Model>> =
+            subscriptions::by_ids(db, ids(&claimed, |m| &m.subscription_id))
+                .await?
+                .into_iter()
+                .map(|s| (s.id.clone(), Arc::new(s)))
+                .collect();
+        let evts: HashMap<EventId, Arc<event::Model>> = events::by_ids(db, ids(&claimed, |m| &m.event_id))
             .await?
             .into_iter()
-            .map(|s| (s.id.clone(), Arc::new(s)))
+            .map(|e| (e.id.clone(), Arc::new(e)))
             .collect();
-        let evts: HashMap<String, Arc<event::Model>> =
-            events::by_ids(db, ids(|m| &m.event_id)).await?.into_iter().map(|e| (e.id.clone(), Arc::new(e))).collect();
-        let eps: HashMap<String, Arc<endpoint::Model>> = endpoints::by_ids(db, ids(|m| &m.endpoint_id))
+        let eps: HashMap<EndpointId, Arc<endpoint::Model>> = endpoints::by_ids(db, ids(&claimed, |m| &m.endpoint_id))
             .await?
             .into_iter()
             .map(|e| (e.id.clone(), Arc::new(e)))

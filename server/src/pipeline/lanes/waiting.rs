@@ -6,6 +6,7 @@
 
 use std::collections::VecDeque;
 
+use domain::ids::EndpointId;
 use foldhash::HashMap;
 
 use crate::pipeline::handoff::{QueuePermit, Ready, StartPermit};
@@ -20,7 +21,7 @@ type Entry = (Job, i64, Option<QueuePermit>);
 
 #[derive(Default)]
 pub struct Waiting {
-    queues: HashMap<String, VecDeque<Entry>>,
+    queues: HashMap<EndpointId, VecDeque<Entry>>,
     total: usize,
 }
 
@@ -57,12 +58,12 @@ impl Waiting {
     }
 
     /// Saturated endpoints (at least `concurrency` messages waiting), which a claim should pass over.
-    pub fn saturated(&self, concurrency: usize) -> Vec<String> {
+    pub fn saturated(&self, concurrency: usize) -> Vec<EndpointId> {
         self.queues.iter().filter(|(_, q)| q.len() >= concurrency).map(|(id, _)| id.clone()).collect()
     }
 
     /// The messages that can start now: for each endpoint, as many as `permit` grants.
-    pub fn start(&mut self, mut permit: impl FnMut(&str) -> Option<StartPermit>) -> Vec<Ready> {
+    pub fn start(&mut self, mut permit: impl FnMut(&EndpointId) -> Option<StartPermit>) -> Vec<Ready> {
         let mut ready = Vec::new();
         for (endpoint_id, queue) in self.queues.iter_mut() {
             while !queue.is_empty() {
@@ -97,6 +98,8 @@ mod tests {
     use tokio::sync::Semaphore;
 
     use super::*;
+    use domain::ids::MessageId;
+
     use crate::pipeline::endpoint_permits::EndpointPermits;
     use crate::pipeline::handoff::take_start_permit;
     use crate::store::entities::message;
@@ -119,7 +122,7 @@ mod tests {
             waiting.push(job(id, "ep_a"), 0);
         }
         waiting.push(job("b1", "ep_b"), 0);
-        assert_eq!(waiting.saturated(3), vec!["ep_a".to_string()]);
+        assert_eq!(waiting.saturated(3), vec![EndpointId::from("ep_a")]);
         assert_eq!(waiting.unsaturated(3), 1, "only ep_b's message counts against the next claim");
 
         let mut first = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep));
@@ -154,9 +157,9 @@ mod tests {
         waiting.push(job("old", "ep_a"), 0);
         waiting.push(job("new", "ep_a"), 5_000);
         assert!(waiting.expired(MAX_WAIT_MS - 1, false).is_empty());
-        let expired: Vec<String> = waiting.expired(MAX_WAIT_MS, false).into_iter().map(|j| j.message.id).collect();
+        let expired: Vec<MessageId> = waiting.expired(MAX_WAIT_MS, false).into_iter().map(|j| j.message.id).collect();
         assert_eq!(expired, ["old"]);
-        let rest: Vec<String> = waiting.expired(MAX_WAIT_MS, true).into_iter().map(|j| j.message.id).collect();
+        let rest: Vec<MessageId> = waiting.expired(MAX_WAIT_MS, true).into_iter().map(|j| j.message.id).collect();
         assert_eq!(rest, ["new"]);
         assert_eq!(waiting.len(), 0);
     }

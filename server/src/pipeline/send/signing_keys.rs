@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use domain::ids::SubscriptionId;
 use domain::signing::SigningKey;
 use quick_cache::sync::Cache;
 
@@ -35,7 +36,7 @@ impl Secrets {
 
 pub struct SigningKeys {
     sealer: Arc<Sealer>,
-    by_subscription: Cache<String, Arc<Secrets>>,
+    by_subscription: Cache<SubscriptionId, Arc<Secrets>>,
 }
 
 /// The keys a request is signed with: the current secret's, then the previous one's while it is valid.

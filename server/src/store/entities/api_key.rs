@@ -1,11 +1,12 @@
+use domain::ids::{ApiKeyId, CustomerId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "api_keys")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub customer_id: String,
+    pub id: ApiKeyId,
+    pub customer_id: CustomerId,
     pub name: String,
     pub token_hash: String,
     pub created_at: i64,

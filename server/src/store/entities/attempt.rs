@@ -1,3 +1,4 @@
+use domain::ids::{CustomerId, MessageId};
 use domain::states::{ErrorKind, Outcome};
 use sea_orm::entity::prelude::*;
 
@@ -5,8 +6,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "attempts")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub message_id: String,
-    pub customer_id: String,
+    pub message_id: MessageId,
+    pub customer_id: CustomerId,
     #[sea_orm(primary_key, auto_increment = false)]
     pub number: i32,
     pub started_at: i64,

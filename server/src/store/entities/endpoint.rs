@@ -1,3 +1,4 @@
+use domain::ids::{CustomerId, EndpointId};
 use domain::states::EndpointState;
 use sea_orm::entity::prelude::*;
 
@@ -5,8 +6,8 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "endpoints")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub customer_id: String,
+    pub id: EndpointId,
+    pub customer_id: CustomerId,
     pub url: String,
     pub state: EndpointState,
     pub consecutive_failures: i64,

@@ -1,11 +1,12 @@
+use domain::ids::{CustomerId, EventId};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, serde::Serialize)]
 #[sea_orm(table_name = "events")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub customer_id: String,
+    pub id: EventId,
+    pub customer_id: CustomerId,
     pub source: String,
     pub ce_id: String,
     pub event_type: String,

@@ -1,3 +1,4 @@
+use domain::ids::{CustomerId, EndpointId, EventId, MessageId, SubscriptionId};
 use domain::states::MessageState;
 use sea_orm::entity::prelude::*;
 
@@ -5,11 +6,11 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "messages")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub customer_id: String,
-    pub event_id: String,
-    pub subscription_id: String,
-    pub endpoint_id: String,
+    pub id: MessageId,
+    pub customer_id: CustomerId,
+    pub event_id: EventId,
+    pub subscription_id: SubscriptionId,
+    pub endpoint_id: EndpointId,
     pub event_type: String,
     pub state: MessageState,
     pub dead_reason: Option<String>,

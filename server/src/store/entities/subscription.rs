@@ -1,3 +1,4 @@
+use domain::ids::{CustomerId, EndpointId, SubscriptionId};
 use domain::states::{ContentMode, SubscriptionStatus};
 use sea_orm::entity::prelude::*;
 
@@ -5,11 +6,11 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "subscriptions")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
-    pub customer_id: String,
+    pub id: SubscriptionId,
+    pub customer_id: CustomerId,
     pub name: String,
     pub url: String,
-    pub endpoint_id: String,
+    pub endpoint_id: EndpointId,
     pub event_types: String,
     pub retry_policy: String,
     pub timeout_ms: i32,

@@ -1,3 +1,4 @@
+use domain::ids::{CustomerId, UserId};
 use domain::states::Role;
 use sea_orm::entity::prelude::*;
 
@@ -5,11 +6,11 @@ use sea_orm::entity::prelude::*;
 #[sea_orm(table_name = "users")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
-    pub id: String,
+    pub id: UserId,
     pub username: String,
     pub password_hash: String,
     pub role: Role,
-    pub customer_id: Option<String>,
+    pub customer_id: Option<CustomerId>,
     pub created_at: i64,
 }
 

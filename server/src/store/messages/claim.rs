@@ -1,5 +1,6 @@
 //! The lanes' claim: due messages of one lane leased in one statement.
 
+use domain::ids::{EndpointId, MessageId};
 use sea_orm::sea_query::{Expr, LockBehavior, LockType};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
@@ -22,9 +23,9 @@ pub enum Lane {
 #[derive(Debug, Clone, Copy)]
 pub enum Among<'a> {
     /// Any endpoint's but these (busy ones).
-    AllBut(&'a [String]),
+    AllBut(&'a [EndpointId]),
     /// This endpoint's only.
-    Endpoint(&'a str),
+    Endpoint(&'a EndpointId),
 }
 
 /// Leases up to `limit` due messages of one lane in a single statement,
@@ -53,7 +54,7 @@ pub async fn claim(
         txn.execute_unprepared(&format!("SET LOCAL synchronous_commit = off; {}", crate::store::PLAN_EACH_TIME))
             .await?;
     }
-    let picked: Vec<String> = pick(lane_condition, limit).all(&txn).await?;
+    let picked: Vec<MessageId> = pick(lane_condition, limit).all(&txn).await?;
     if picked.is_empty() {
         txn.commit().await?;
         return Ok(Vec::new());
@@ -90,7 +91,9 @@ pub(super) fn lane_due(backend: DbBackend, lane: Lane, now_ms: i64, among: Among
     };
     match among {
         // One endpoint's: its own index range, the other endpoints' messages unread.
-        Among::Endpoint(endpoint_id) => Condition::all().add(lane_condition).add(Column::EndpointId.eq(endpoint_id)),
+        Among::Endpoint(endpoint_id) => {
+            Condition::all().add(lane_condition).add(Column::EndpointId.eq(endpoint_id.clone()))
+        }
         Among::AllBut([]) => lane_condition,
         // Endpoints at their concurrency limit wait; their messages stay for later claims.
         // Passing over them reads past their due messages, which keeps other endpoints'
@@ -117,7 +120,7 @@ pub(super) fn not_leased(now_ms: i64) -> Condition {
 }
 
 /// The ids of the first `limit` messages due, locked (PostgreSQL) for the claim's update.
-fn pick(lane_condition: Condition, limit: u64) -> sea_orm::Selector<sea_orm::SelectGetableTuple<String>> {
+fn pick(lane_condition: Condition, limit: u64) -> sea_orm::Selector<sea_orm::SelectGetableTuple<MessageId>> {
     Messages::find()
         .select_only()
         .column(Column::Id)

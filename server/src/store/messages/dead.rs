@@ -1,6 +1,7 @@
 //! What Herald reports of messages that became dead (`herald.message.dead`):
 //! each one's ids, its event's published id and source, and how it ended.
 
+use domain::ids::{CustomerId, MessageId};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, JoinType, QueryFilter, QuerySelect};
 
 use domain::operational::DeadReport;
@@ -12,10 +13,13 @@ use crate::store::entities::message::{Column, Entity as Messages};
 /// Ids per statement, well within both databases' limits on bound values.
 const IDS_PER_STATEMENT: usize = 500;
 
-type Row = (String, String, String, String, String, Option<String>, i32, Option<i32>);
+type Row = (CustomerId, String, String, String, String, Option<String>, i32, Option<i32>);
 
 /// The reports of those of `ids` that are dead, each with its customer's id.
-pub async fn dead_reports(db: &impl ConnectionTrait, ids: &[String]) -> Result<Vec<(String, DeadReport)>, DbErr> {
+pub async fn dead_reports(
+    db: &impl ConnectionTrait,
+    ids: &[MessageId],
+) -> Result<Vec<(CustomerId, DeadReport)>, DbErr> {
     let mut reports = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(IDS_PER_STATEMENT) {
         let to_event = Messages::belongs_to(event::Entity).from(Column::EventId).to(event::Column::Id);

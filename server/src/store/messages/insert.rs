@@ -1,10 +1,11 @@
 //! New message rows: the publish's, the replays', the operational events' and the test event's.
 
+use domain::ids::{EndpointId, SubscriptionId};
 use sea_orm::{ConnectionTrait, DbErr};
 
 use domain::states::{MessageState, SubscriptionStatus};
 
-use crate::ids::new_id;
+use crate::ids;
 use crate::store::counts;
 use crate::store::entities::{event, message, subscription};
 use crate::store::recordset::{self, Type, col, nullable};
@@ -56,9 +57,14 @@ pub fn message_for(event: &event::Model, sub: &subscription::Model, ttl_ms: i64,
     msg
 }
 
-pub fn pending_message(event: &event::Model, subscription_id: String, endpoint_id: String, now: i64) -> message::Model {
+pub fn pending_message(
+    event: &event::Model,
+    subscription_id: SubscriptionId,
+    endpoint_id: EndpointId,
+    now: i64,
+) -> message::Model {
     message::Model {
-        id: new_id("msg"),
+        id: ids::new(),
         customer_id: event.customer_id.clone(),
         event_id: event.id.clone(),
         subscription_id,

@@ -1,5 +1,6 @@
 //! The delivery log's reads: a filtered page of messages, and the counts by state.
 
+use domain::ids::{CustomerId, MessageId, SubscriptionId};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use sea_orm::{Statement, Value};
@@ -15,9 +16,9 @@ use crate::store::{counts, placeholder};
 #[derive(Debug, Clone, Default)]
 pub struct MessageFilter {
     /// Only these messages (an event's, found by its CloudEvent id).
-    pub ids: Option<Vec<String>>,
-    pub customer_id: Option<String>,
-    pub subscription_id: Option<String>,
+    pub ids: Option<Vec<MessageId>>,
+    pub customer_id: Option<CustomerId>,
+    pub subscription_id: Option<SubscriptionId>,
     pub state: Option<MessageState>,
     pub event_type: Option<String>,
     pub since_ms: Option<i64>,
@@ -50,7 +51,7 @@ impl MessageFilter {
     fn indexed(&self) -> Condition {
         let mut cond = Condition::all();
         if let Some(ids) = &self.ids {
-            cond = cond.add(Column::Id.is_in(ids.iter().map(String::as_str)));
+            cond = cond.add(Column::Id.is_in(ids.iter().map(MessageId::as_str)));
         }
         if let Some(v) = &self.customer_id {
             cond = cond.add(Column::CustomerId.eq(v.as_str()));
@@ -101,11 +102,11 @@ pub async fn list(
 /// moves between the two reads is counted as it was at one of them.
 pub async fn count_by_state(
     db: &impl ConnectionTrait,
-    customer_id: Option<&str>,
+    customer_id: Option<&CustomerId>,
 ) -> Result<Vec<(MessageState, u64)>, DbErr> {
     let backend = db.get_database_backend();
     let (of_customer, values) = match customer_id {
-        Some(id) => (format!("customer_id = {}", placeholder(backend, 1)), vec![Value::from(id)]),
+        Some(id) => (format!("customer_id = {}", placeholder(backend, 1)), vec![Value::from(id.as_str())]),
         None => ("TRUE".to_string(), Vec::new()),
     };
     let sql = format!("SELECT state, count(*) AS n FROM messages WHERE {UNDELIVERED} AND {of_customer} GROUP BY state");

@@ -18,6 +18,7 @@ pub use log::{MessageFilter, count_by_state, list};
 pub use recording::{End, Finish, finish_many, finish_recording, recording_plan};
 pub use transitions::*;
 
+use domain::ids::MessageId;
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait};
 
@@ -25,8 +26,8 @@ use migrations::WAITING;
 
 use super::entities::message::{self, Column, Entity as Messages};
 
-pub async fn get(db: &impl ConnectionTrait, id: &str) -> Result<Option<message::Model>, DbErr> {
-    Messages::find_by_id(id.to_string()).one(db).await
+pub async fn get(db: &impl ConnectionTrait, id: &MessageId) -> Result<Option<message::Model>, DbErr> {
+    Messages::find_by_id(id.clone()).one(db).await
 }
 
 /// Open messages: pending, delivering or held, the ones with a next attempt.

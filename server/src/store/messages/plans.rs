@@ -6,6 +6,7 @@ use sea_orm::{
     Statement,
 };
 
+use domain::ids::EndpointId;
 use domain::states::MessageState;
 use migrations::{FRESH_LANE, RETRY_LANE};
 
@@ -42,7 +43,7 @@ fn a_batch_carries_every_column_of_a_message() {
 
 #[tokio::test]
 async fn each_lane_reads_its_own_partial_index() {
-    let busy = ["ep_busy".to_string()];
+    let busy = [EndpointId::from("ep_busy")];
     let fresh = pick_plan(Lane::Fresh, Among::AllBut(&busy)).await;
     assert!(fresh.contains("idx_messages_fresh (state=? AND next_attempt_at<?)"), "{fresh}");
     assert!(!fresh.contains("idx_messages_retry"), "{fresh}");
@@ -101,12 +102,12 @@ async fn the_log_of_a_window_starts_at_its_end() {
 
 #[tokio::test]
 async fn a_claim_for_one_endpoint_reads_that_endpoints_index_range() {
-    let fresh = pick_plan(Lane::Fresh, Among::Endpoint("ep_a")).await;
+    let fresh = pick_plan(Lane::Fresh, Among::Endpoint(&"ep_a".into())).await;
     assert!(
         fresh.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=? AND next_attempt_at<?)"),
         "{fresh}"
     );
-    let retry = pick_plan(Lane::Retry, Among::Endpoint("ep_a")).await;
+    let retry = pick_plan(Lane::Retry, Among::Endpoint(&"ep_a".into())).await;
     assert!(
         retry.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=? AND next_attempt_at<?)"),
         "{retry}"
@@ -116,12 +117,12 @@ async fn a_claim_for_one_endpoint_reads_that_endpoints_index_range() {
 
 #[tokio::test]
 async fn locking_and_unlocking_an_endpoint_read_its_waiting_messages() {
-    let hold = plan(holding("ep_a", 1_000).build(DbBackend::Sqlite)).await.join("\n");
+    let hold = plan(holding(&"ep_a".into(), 1_000).build(DbBackend::Sqlite)).await.join("\n");
     assert!(hold.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=?"), "{hold}");
-    let release = plan(releasing("ep_a", 1_000, 1_000).build(DbBackend::Sqlite)).await.join("\n");
+    let release = plan(releasing(&"ep_a".into(), 1_000, 1_000).build(DbBackend::Sqlite)).await.join("\n");
     assert!(release.contains("idx_messages_endpoint_waiting (endpoint_id=?"), "{release}");
     assert!(!release.contains("SCAN messages"), "{release}");
-    let end = plan(ending_held("ep_a", Some(1_000), 1_000).build(DbBackend::Sqlite)).await.join("\n");
+    let end = plan(ending_held(&"ep_a".into(), Some(1_000), 1_000).build(DbBackend::Sqlite)).await.join("\n");
     assert!(end.contains("idx_messages_endpoint_waiting (endpoint_id=? AND state=?"), "{end}");
 }
 

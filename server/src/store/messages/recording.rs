@@ -1,6 +1,7 @@
 //! The end of attempts: each message moved to its next state under the lease it
 //! was sent with, and the attempt rows inserted with them.
 
+use domain::ids::MessageId;
 use std::sync::LazyLock;
 
 use foldhash::{HashSet, HashSetExt};
@@ -26,7 +27,7 @@ pub struct Finish {
 
 /// One attempt's end for [`finish_many`]: the message, the lease it was sent under, its next state.
 pub struct End {
-    pub id: String,
+    pub id: MessageId,
     pub lease_token: i64,
     pub finish: Finish,
 }
@@ -34,7 +35,7 @@ pub struct End {
 /// Records many attempts' ends in one statement per chunk: each message moves
 /// to its next state if it still holds the lease it was sent under. Returns
 /// the ids that moved; the others' leases were lost and they are unchanged.
-pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -> Result<HashSet<String>, DbErr> {
+pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -> Result<HashSet<MessageId>, DbErr> {
     let backend = db.get_database_backend();
     let mut moved = HashSet::with_capacity(ends.len());
     for chunk in ends.chunks(FINISH_CHUNK) {
@@ -70,7 +71,7 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
             rows.join(", ")
         );
         for row in db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await? {
-            moved.insert(row.try_get::<String>("", "id")?);
+            moved.insert(row.try_get::<MessageId>("", "id")?);
         }
     }
     Ok(moved)
@@ -87,7 +88,7 @@ pub async fn finish_recording(
     ends: &[End],
     attempts: Vec<attempt::Model>,
     now_ms: i64,
-) -> Result<HashSet<String>, DbErr> {
+) -> Result<HashSet<MessageId>, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         let moved = finish_many(db, ends, now_ms).await?;
         crate::store::attempts::insert_many(
@@ -102,7 +103,7 @@ pub async fn finish_recording(
     let mut values = recording_arrays(ends, &attempts);
     values.push(now_ms.into());
     let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);
-    db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<String>("", "id")).collect()
+    db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<MessageId>("", "id")).collect()
 }
 
 /// The ends and their attempts as the arrays of [`RECORDING_COLUMNS`].

@@ -8,6 +8,7 @@ use std::ops::Range;
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
+use domain::ids::{EndpointId, MessageId, SubscriptionId};
 use domain::states::{EndpointState, MessageState};
 use migrations::{FRESH_LANE, RETRY_LANE};
 
@@ -19,7 +20,7 @@ use crate::store::entities::message::{Column, Entity as Messages};
 /// gone. The attempt count stays as it was.
 pub async fn release_unattempted(
     db: &impl ConnectionTrait,
-    id: &str,
+    id: &MessageId,
     lease_token: i64,
     now_ms: i64,
     finish: Finish,
@@ -30,7 +31,7 @@ pub async fn release_unattempted(
         .col_expr(Column::NextAttemptAt, Expr::val(finish.next_attempt_at))
         .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::Id.eq(id))
+        .filter(Column::Id.eq(id.clone()))
         .filter(Column::State.eq(MessageState::Delivering.as_str()))
         .filter(Column::LeaseToken.eq(lease_token));
     Ok(update.exec(db).await?.rows_affected == 1)
@@ -40,7 +41,7 @@ pub async fn release_unattempted(
 /// was busy); one claim's messages share its lease token.
 pub async fn put_back(
     db: &impl ConnectionTrait,
-    ids: Vec<String>,
+    ids: Vec<MessageId>,
     lease_token: i64,
     due_ms: i64,
     now_ms: i64,
@@ -63,7 +64,7 @@ pub async fn put_back(
 /// deferral racing a successful probe never strands the message.
 pub async fn defer(
     db: &impl ConnectionTrait,
-    id: &str,
+    id: &MessageId,
     lease_token: i64,
     until_ms: i64,
     now_ms: i64,
@@ -79,7 +80,7 @@ pub async fn defer(
         .col_expr(Column::NextAttemptAt, Expr::case(Expr::exists(closed), now_ms).finally(until_ms).into())
         .col_expr(Column::LeaseToken, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::Id.eq(id))
+        .filter(Column::Id.eq(id.clone()))
         .filter(Column::State.eq(MessageState::Delivering.as_str()))
         .filter(Column::LeaseToken.eq(lease_token))
         .exec(db)
@@ -92,7 +93,7 @@ pub async fn defer(
 pub async fn replay(
     db: &impl ConnectionTrait,
     filter: &MessageFilter,
-    ids: Option<Vec<String>>,
+    ids: Option<Vec<MessageId>>,
     now_ms: i64,
 ) -> Result<u64, DbErr> {
     let replayable = [MessageState::Dead.as_str(), MessageState::Delivered.as_str()];
@@ -129,16 +130,16 @@ pub async fn replay(
 
 /// Holds every waiting message of an endpoint that just locked; each is due
 /// to expire at the end of its TTL.
-pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &str, now_ms: i64) -> Result<u64, DbErr> {
+pub async fn hold_endpoint(db: &impl ConnectionTrait, endpoint_id: &EndpointId, now_ms: i64) -> Result<u64, DbErr> {
     Ok(holding(endpoint_id, now_ms).exec(db).await?.rows_affected)
 }
 
-pub(super) fn holding(endpoint_id: &str, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+pub(super) fn holding(endpoint_id: &EndpointId, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
     Messages::update_many()
         .col_expr(Column::State, Expr::val(MessageState::Held.as_str()))
         .col_expr(Column::NextAttemptAt, Expr::col(Column::ExpiresAt))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::EndpointId.eq(endpoint_id.clone()))
         .filter(Column::State.eq(MessageState::Pending.as_str()))
         .filter(waiting())
 }
@@ -148,14 +149,14 @@ pub(super) fn holding(endpoint_id: &str, now_ms: i64) -> sea_orm::UpdateMany<Mes
 /// circuit closes. Retries scheduled later keep their time.
 pub async fn release_endpoint(
     db: &impl ConnectionTrait,
-    endpoint_id: &str,
+    endpoint_id: &EndpointId,
     up_to_ms: i64,
     now_ms: i64,
 ) -> Result<u64, DbErr> {
     Ok(releasing(endpoint_id, up_to_ms, now_ms).exec(db).await?.rows_affected)
 }
 
-pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
+pub(super) fn releasing(endpoint_id: &EndpointId, up_to_ms: i64, now_ms: i64) -> sea_orm::UpdateMany<Messages> {
     // Held by the lock, not by a paused subscription.
     let held =
         Condition::all().add(Column::State.eq(MessageState::Held.as_str())).add(Column::NextAttemptAt.lt(PAUSED));
@@ -166,7 +167,7 @@ pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_or
         .col_expr(Column::State, Expr::val(MessageState::Pending.as_str()))
         .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::EndpointId.eq(endpoint_id.clone()))
         .filter(released)
         .filter(waiting())
 }
@@ -176,7 +177,7 @@ pub(super) fn releasing(endpoint_id: &str, up_to_ms: i64, now_ms: i64) -> sea_or
 /// Returns the messages ended.
 pub async fn end_held(
     db: &impl ConnectionTrait,
-    endpoint_id: &str,
+    endpoint_id: &EndpointId,
     created_before_ms: Option<i64>,
     now_ms: i64,
 ) -> Result<Vec<message::Model>, DbErr> {
@@ -184,7 +185,7 @@ pub async fn end_held(
 }
 
 pub(super) fn ending_held(
-    endpoint_id: &str,
+    endpoint_id: &EndpointId,
     created_before_ms: Option<i64>,
     now_ms: i64,
 ) -> sea_orm::UpdateMany<Messages> {
@@ -193,7 +194,7 @@ pub(super) fn ending_held(
         .col_expr(Column::DeadReason, Expr::val("expired"))
         .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::EndpointId.eq(endpoint_id))
+        .filter(Column::EndpointId.eq(endpoint_id.clone()))
         .filter(Column::State.eq(MessageState::Held.as_str()))
         // Held by the lock, not by a paused subscription.
         .filter(Column::NextAttemptAt.lt(PAUSED))
@@ -228,7 +229,7 @@ pub(super) fn expire_held_in(lane: &'static str, now_ms: i64) -> sea_orm::Update
 /// Ends the pending and held messages of a deleted subscription; returns them.
 pub async fn kill_for_subscription(
     db: &impl ConnectionTrait,
-    subscription_id: &str,
+    subscription_id: &SubscriptionId,
     now_ms: i64,
 ) -> Result<Vec<message::Model>, DbErr> {
     let open = [MessageState::Pending.as_str(), MessageState::Held.as_str()];
@@ -237,7 +238,7 @@ pub async fn kill_for_subscription(
         .col_expr(Column::DeadReason, Expr::val("subscription_deleted"))
         .col_expr(Column::NextAttemptAt, Expr::val(Option::<i64>::None))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::SubscriptionId.eq(subscription_id.clone()))
         .filter(Column::State.is_in(open))
         .exec_with_returning(db)
         .await
@@ -248,8 +249,8 @@ pub async fn kill_for_subscription(
 /// now (a new target starts afresh, and its circuit decides from there).
 pub async fn move_to_endpoint(
     db: &impl ConnectionTrait,
-    subscription_id: &str,
-    endpoint_id: &str,
+    subscription_id: &SubscriptionId,
+    endpoint_id: &EndpointId,
     locked: bool,
     now_ms: i64,
 ) -> Result<u64, DbErr> {
@@ -259,11 +260,11 @@ pub async fn move_to_endpoint(
         (MessageState::Pending, Expr::val(now_ms))
     };
     let moved = Messages::update_many()
-        .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .col_expr(Column::EndpointId, Expr::val(endpoint_id.as_str()))
         .col_expr(Column::State, Expr::val(state.as_str()))
         .col_expr(Column::NextAttemptAt, next_attempt_at)
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::SubscriptionId.eq(subscription_id.clone()))
         .filter(Column::State.is_in([MessageState::Pending.as_str(), MessageState::Held.as_str()]))
         // Those a pause holds wait for the resume, which sends them to the URL of that time.
         .filter(Column::NextAttemptAt.lt(PAUSED))
@@ -277,8 +278,8 @@ pub async fn move_to_endpoint(
 /// endpoint is locked, and their TTL starts now.
 pub async fn release_paused(
     db: &impl ConnectionTrait,
-    subscription_id: &str,
-    endpoint_id: &str,
+    subscription_id: &SubscriptionId,
+    endpoint_id: &EndpointId,
     locked: bool,
     ttl_ms: i64,
     now_ms: i64,
@@ -286,13 +287,13 @@ pub async fn release_paused(
     let (state, next_attempt_at) =
         if locked { (MessageState::Held, now_ms + ttl_ms) } else { (MessageState::Pending, now_ms) };
     let released = Messages::update_many()
-        .col_expr(Column::EndpointId, Expr::val(endpoint_id))
+        .col_expr(Column::EndpointId, Expr::val(endpoint_id.as_str()))
         .col_expr(Column::State, Expr::val(state.as_str()))
         .col_expr(Column::NextAttemptAt, Expr::val(next_attempt_at))
         .col_expr(Column::TtlStartedAt, Expr::val(now_ms))
         .col_expr(Column::ExpiresAt, Expr::val(now_ms + ttl_ms))
         .col_expr(Column::UpdatedAt, Expr::val(now_ms))
-        .filter(Column::SubscriptionId.eq(subscription_id))
+        .filter(Column::SubscriptionId.eq(subscription_id.clone()))
         .filter(Column::State.eq(MessageState::Held.as_str()))
         .filter(Column::NextAttemptAt.eq(PAUSED))
         .exec(db)
