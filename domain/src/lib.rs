@@ -10,6 +10,7 @@ pub mod ids;
 pub mod input;
 pub mod operational;
 pub mod policy;
+pub mod query;
 pub mod request;
 pub mod signing;
 pub mod states;

@@ -6,17 +6,15 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use domain::dto;
 use domain::ids::{ApiKeyId, CustomerId};
-use serde::Deserialize;
-
+use domain::query::{AuditQuery, Cursor, Limit, PageQuery, text_of};
 use domain::request::{NameBody, UserBody};
 
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
-use super::schemas::{
-    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, AuditQuery, ListErrors, PageQuery, ReadErrors,
-};
+use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, ListErrors, ReadErrors};
 use super::state::ApiState;
-use crate::service::{self, Principal, audit, customers, page_request};
+use crate::service::{Principal, ServiceError, audit, customers, page_request};
+use crate::store::page::PageRequest;
 
 pub fn router() -> Router<ApiState> {
     Router::new()
@@ -27,22 +25,9 @@ pub fn router() -> Router<ApiState> {
         .route("/api/v1/audit-log", get(audit_log))
 }
 
-#[derive(Deserialize, Default)]
-pub struct PageParams {
-    pub limit: Option<String>,
-    pub cursor: Option<String>,
-}
-
-impl PageParams {
-    pub fn page(&self) -> Result<service::PageRequest, service::ServiceError> {
-        let limit = match self.limit.as_deref() {
-            None | Some("") => None,
-            Some(text) => {
-                Some(text.parse::<i64>().map_err(|_| service::ServiceError::field("limit", "must be from 1 to 1000"))?)
-            }
-        };
-        page_request(limit, self.cursor.as_deref())
-    }
+/// The page a list's `limit` and `cursor` ask for.
+pub(super) fn page_of(limit: Option<Limit>, cursor: &Option<Cursor>) -> Result<PageRequest, ServiceError> {
+    page_request(limit, text_of(cursor))
 }
 
 #[utoipa::path(post, path = "/api/v1/customers", request_body = NameBody, tag = "admin",
@@ -60,9 +45,9 @@ async fn create_customer(
 async fn list_customers(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<PageParams>,
+    Params(p): Params<PageQuery>,
 ) -> ApiResult<Json<dto::Page<dto::Customer>>> {
-    Ok(Json(customers::list(&s, &who, p.page()?).await?))
+    Ok(Json(customers::list(&s, &who, page_of(p.limit, &p.cursor)?).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/customers/{id}/api-keys", request_body = NameBody, tag = "admin",
@@ -115,22 +100,14 @@ async fn create_user(
     Ok((StatusCode::CREATED, Json(customers::create_user(&s, &who, &body.value).await?)))
 }
 
-#[derive(Deserialize, Default)]
-pub struct AuditParams {
-    limit: Option<String>,
-    cursor: Option<String>,
-    #[serde(flatten)]
-    filter: audit::AuditQuery,
-}
-
 #[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(AuditQuery),
     responses((status = 200, description = "Changes, newest first: every row for the admin, a customer's own rows for its key",
         body = dto::Page<dto::AuditEntry>), ListErrors))]
 async fn audit_log(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<AuditParams>,
+    Params(q): Params<AuditQuery>,
 ) -> ApiResult<Json<dto::Page<dto::AuditEntry>>> {
-    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    Ok(Json(audit::list(&s, &who, &p.filter, page).await?))
+    let page = page_of(q.limit, &q.cursor)?;
+    Ok(Json(audit::list(&s, &who, &q, page).await?))
 }

@@ -7,20 +7,17 @@ use axum::{Json, Router};
 use domain::dto;
 use domain::event::schema::{CloudEventBatch, CloudEventBody};
 use domain::ids::{EndpointId, MessageId};
+use domain::query::{CustomerPageQuery, CustomerQuery, EventKeyQuery, EventQuery, MessageQuery, text_of};
 use domain::request::{BulkReplayBody, PreviewBody, ReplayWindowBody, UnlockBody};
-use serde::Deserialize;
 
-use super::admin::PageParams;
+use super::admin::page_of;
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{
-    BodyErrors, CustomerPageQuery, CustomerQuery, EventKeyQuery, EventQuery, EventReadErrors, ListErrors, MessageQuery,
-    PublishErrors, ReadErrors, ReplayErrors, UnlockErrors, WindowReplayErrors,
+    BodyErrors, EventReadErrors, ListErrors, PublishErrors, ReadErrors, ReplayErrors, UnlockErrors, WindowReplayErrors,
 };
 use super::state::ApiState;
-use super::subscriptions::ListParams;
-use crate::service::messages::ListQuery;
 use crate::service::{Principal, ServiceError, endpoints, events, messages, policies};
 
 pub fn router() -> Router<ApiState> {
@@ -38,11 +35,6 @@ pub fn router() -> Router<ApiState> {
         .route("/api/v1/retry-policies/preview", post(preview))
 }
 
-#[derive(Deserialize, Default)]
-struct CustomerParam {
-    customer_id: Option<String>,
-}
-
 #[utoipa::path(post, path = "/api/v1/events", tag = "events",
     request_body(
         content((CloudEventBody = "application/cloudevents+json"), (CloudEventBatch = "application/cloudevents-batch+json"),
@@ -54,19 +46,11 @@ struct CustomerParam {
 async fn publish(
     State(s): State<ApiState>,
     PublishPermit(who): PublishPermit,
-    Params(q): Params<CustomerParam>,
+    Params(q): Params<CustomerQuery>,
     body: JsonBody,
 ) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
     let parsed = events::parse(body.value, body.batch)?;
-    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, q.customer_id.as_deref(), parsed).await?)))
-}
-
-#[derive(Deserialize, Default)]
-struct EventParams {
-    limit: Option<String>,
-    cursor: Option<String>,
-    #[serde(flatten)]
-    filter: events::EventQuery,
+    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, text_of(&q.customer_id), parsed).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventQuery),
@@ -74,16 +58,10 @@ struct EventParams {
 async fn list_events(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<EventParams>,
+    Params(q): Params<EventQuery>,
 ) -> ApiResult<Json<dto::Page<dto::Event>>> {
-    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    Ok(Json(events::list(&s, &who, &p.filter, page).await?))
-}
-
-#[derive(Deserialize, Default)]
-struct EventKeyParams {
-    source: Option<String>,
-    customer_id: Option<String>,
+    let page = page_of(q.limit, &q.cursor)?;
+    Ok(Json(events::list(&s, &who, &q, page).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/events/{id}", tag = "events",
@@ -94,9 +72,9 @@ async fn event_detail(
     State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<String>,
-    Params(q): Params<EventKeyParams>,
+    Params(q): Params<EventKeyQuery>,
 ) -> ApiResult<Json<dto::EventDetail>> {
-    Ok(Json(events::get(&s, &who, q.customer_id.as_deref(), &id, q.source.as_deref()).await?))
+    Ok(Json(events::get(&s, &who, text_of(&q.customer_id), &id, text_of(&q.source)).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/events/replay", tag = "events", params(EventKeyQuery),
@@ -105,9 +83,9 @@ async fn event_detail(
 async fn event_named_replay(
     State(s): State<ApiState>,
     who: Principal,
-    Params(q): Params<EventKeyParams>,
+    Params(q): Params<EventKeyQuery>,
 ) -> ApiResult<Json<dto::EventDetail>> {
-    Ok(Json(events::get(&s, &who, q.customer_id.as_deref(), "replay", q.source.as_deref()).await?))
+    Ok(Json(events::get(&s, &who, text_of(&q.customer_id), "replay", text_of(&q.source)).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/events/replay", tag = "events", request_body = ReplayWindowBody,
@@ -121,23 +99,15 @@ async fn replay_window(
     Ok((StatusCode::ACCEPTED, Json(events::replay_window(&s, &who, &body.value).await?)))
 }
 
-#[derive(Deserialize, Default)]
-struct MessageParams {
-    limit: Option<String>,
-    cursor: Option<String>,
-    #[serde(flatten)]
-    filter: ListQuery,
-}
-
 #[utoipa::path(get, path = "/api/v1/messages", tag = "messages", params(MessageQuery),
     responses((status = 200, description = "Messages, newest first", body = dto::Page<dto::Message>), ListErrors))]
 async fn list_messages(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<MessageParams>,
+    Params(q): Params<MessageQuery>,
 ) -> ApiResult<Json<dto::Page<dto::Message>>> {
-    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    Ok(Json(messages::list(&s, &who, &p.filter, page).await?))
+    let page = page_of(q.limit, &q.cursor)?;
+    Ok(Json(messages::list(&s, &who, &q, page).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/messages/{id}", tag = "messages", params(("id" = String, Path, description = "The message", pattern = r"^[^\x00]*$")),
@@ -178,10 +148,10 @@ async fn replay_bulk(
 async fn list_endpoints(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<ListParams>,
+    Params(q): Params<CustomerPageQuery>,
 ) -> ApiResult<Json<dto::Page<dto::Endpoint>>> {
-    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    Ok(Json(endpoints::list(&s, &who, p.customer_id.as_deref(), page).await?))
+    let page = page_of(q.limit, &q.cursor)?;
+    Ok(Json(endpoints::list(&s, &who, text_of(&q.customer_id), page).await?))
 }
 
 #[utoipa::path(post, path = "/api/v1/endpoints/{id}/unlock", tag = "endpoints", params(("id" = String, Path, description = "The endpoint", pattern = r"^[^\x00]*$")),

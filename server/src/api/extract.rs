@@ -1,18 +1,18 @@
 //! Extractors whose failures are problem+json, never axum's plain-text rejections.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, FromRequestParts, Query, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
-use serde::de::DeserializeOwned;
+use domain::query::{ReadQuery, pairs};
 use serde_json::Value;
 
 use super::limits::nests_deeper_than;
 use super::problem::ApiError;
 use super::state::ApiState;
 use crate::ids::token_hash;
-use crate::service::Principal;
 use crate::service::customers::key_owner;
+use crate::service::{Principal, ServiceError};
 
 /// A JSON body, parsed but not yet validated. Remembers whether it came as a
 /// CloudEvents batch.
@@ -60,16 +60,14 @@ impl FromRequest<ApiState> for JsonBody {
     }
 }
 
-/// Query parameters, with bad ones reported as a 400 naming the query.
+/// Query parameters read by their declaration (`domain::query`), every bad one named.
 pub struct Params<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+impl<S: Send + Sync, T: ReadQuery> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        Query::<T>::try_from_uri(&parts.uri)
-            .map(|Query(v)| Params(v))
-            .map_err(|e| ApiError::field("query", &e.body_text()))
+        T::read(&pairs(parts.uri.query())).map(Params).map_err(|errors| ServiceError::from(errors).into())
     }
 }
 

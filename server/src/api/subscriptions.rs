@@ -6,13 +6,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use domain::dto;
 use domain::ids::SubscriptionId;
+use domain::query::{CustomerPageQuery, text_of};
 use domain::request::SubscriptionBody;
-use serde::Deserialize;
 
-use super::admin::PageParams;
+use super::admin::page_of;
 use super::extract::{JsonBody, Params};
 use super::problem::ApiResult;
-use super::schemas::{CreateErrors, CustomerPageQuery, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
+use super::schemas::{CreateErrors, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
 use super::state::ApiState;
 use crate::service::{Principal, subscriptions};
 
@@ -21,13 +21,6 @@ pub fn router() -> Router<ApiState> {
         .route("/api/v1/subscriptions", post(create).get(list))
         .route("/api/v1/subscriptions/{id}", get(read).patch(update).delete(remove))
         .route("/api/v1/subscriptions/{id}/rotate-secret", post(rotate_secret))
-}
-
-#[derive(Deserialize, Default)]
-pub struct ListParams {
-    pub limit: Option<String>,
-    pub cursor: Option<String>,
-    pub customer_id: Option<String>,
 }
 
 #[utoipa::path(post, path = "/api/v1/subscriptions", request_body = SubscriptionBody, tag = "subscriptions",
@@ -47,10 +40,9 @@ async fn create(
 async fn list(
     State(s): State<ApiState>,
     who: Principal,
-    Params(p): Params<ListParams>,
+    Params(q): Params<CustomerPageQuery>,
 ) -> ApiResult<Json<dto::Page<dto::Subscription>>> {
-    let page = PageParams { limit: p.limit, cursor: p.cursor }.page()?;
-    Ok(Json(subscriptions::list(&s, &who, p.customer_id.as_deref(), page).await?))
+    Ok(Json(subscriptions::list(&s, &who, text_of(&q.customer_id), page_of(q.limit, &q.cursor)?).await?))
 }
 
 #[utoipa::path(get, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),

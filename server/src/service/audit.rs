@@ -5,10 +5,10 @@
 
 use domain::dto;
 use domain::ids::CustomerId;
+use domain::query::{AuditQuery, TimeParam, text_of};
 use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 
-use super::messages::parse_time;
 use super::{Principal, Result, Services, views};
 use crate::store::audit::{self, AuditFilter};
 use crate::store::page::{self, PageRequest};
@@ -29,28 +29,18 @@ pub async fn record(
 
 /// A read of the log: by action, object and time; the admin reads every row
 /// (or one customer's), a customer's key only its own.
-#[derive(Debug, Default, serde::Deserialize)]
-pub struct AuditQuery {
-    pub customer_id: Option<String>,
-    pub action: Option<String>,
-    pub object_id: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-}
-
 pub async fn list(
     services: &Services,
     who: &Principal,
     q: &AuditQuery,
     page: PageRequest,
 ) -> Result<dto::Page<dto::AuditEntry>> {
-    let present = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
     let filter = AuditFilter {
-        customer_id: who.customer_filter(present(&q.customer_id).as_deref()),
-        action: present(&q.action),
-        target: present(&q.object_id),
-        since_ms: parse_time("since", q.since.as_deref())?,
-        until_ms: parse_time("until", q.until.as_deref())?,
+        customer_id: who.customer_filter(text_of(&q.customer_id)),
+        action: text_of(&q.action).map(str::to_string),
+        target: text_of(&q.object_id).map(str::to_string),
+        since_ms: q.since.map(|TimeParam(ms)| ms),
+        until_ms: q.until.map(|TimeParam(ms)| ms),
     };
     let rows = audit::list(&services.db, &filter, &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);

@@ -7,11 +7,11 @@ use domain::errors::FieldError;
 use domain::event::CloudEvent;
 use domain::ids::{CustomerId, EventId, MessageId, SubscriptionId};
 use domain::operational;
+use domain::query::{EventQuery, TimeParam, text_of};
 use domain::request::ReplayWindowBody;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
-use super::messages::parse_time;
 use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::{self, new_id};
 use crate::store::entities::{event, message};
@@ -111,30 +111,14 @@ pub async fn send_test(services: &Services, who: &Principal, subscription_id: &S
     Ok(id)
 }
 
-/// The archive's query parameters, as received.
-#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
-pub struct EventQuery {
-    pub customer_id: Option<String>,
-    pub source: Option<String>,
-    #[serde(rename = "type")]
-    pub event_type: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-}
-
 /// The longest window a replay covers.
 const MAX_WINDOW_MS: i64 = 366 * 86_400_000;
 /// Events read, and messages written, per transaction of a replay.
 const REPLAY_BATCH: u64 = 500;
 
-fn non_empty(value: &Option<String>) -> Option<String> {
-    value.clone().filter(|v| !v.is_empty())
-}
-
 /// `since` and `until` as a window, `until` after `since` when both are given.
-fn window(since: Option<&str>, until: Option<&str>) -> Result<(Option<i64>, Option<i64>)> {
-    let since_ms = parse_time("since", since)?;
-    let until_ms = parse_time("until", until)?;
+fn window(since: Option<TimeParam>, until: Option<TimeParam>) -> Result<(Option<i64>, Option<i64>)> {
+    let (since_ms, until_ms) = (since.map(|TimeParam(ms)| ms), until.map(|TimeParam(ms)| ms));
     if let (Some(since), Some(until)) = (since_ms, until_ms)
         && since >= until
     {
@@ -172,11 +156,11 @@ pub async fn list_with_customers(
     q: &EventQuery,
     page: PageRequest,
 ) -> Result<dto::Page<(CustomerId, dto::Event)>> {
-    let (since_ms, until_ms) = window(q.since.as_deref(), q.until.as_deref())?;
+    let (since_ms, until_ms) = window(q.since, q.until)?;
     let filter = EventFilter {
-        customer_id: who.customer_filter(q.customer_id.as_deref()),
-        source: non_empty(&q.source),
-        event_type: non_empty(&q.event_type),
+        customer_id: who.customer_filter(text_of(&q.customer_id)),
+        source: text_of(&q.source).map(str::to_string),
+        event_type: text_of(&q.event_type).map(str::to_string),
         since_ms,
         until_ms,
     };

@@ -1,9 +1,9 @@
 //! The delivery log: listing, one message with its attempts, and replay.
 
-use chrono::DateTime;
 use domain::dto;
 use domain::ids::{MessageId, SubscriptionId};
-use domain::request::BulkReplayBody;
+use domain::query::{MessageQuery, TimeParam, text_of};
+use domain::request::{BulkReplayBody, Text};
 use domain::states::MessageState;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
@@ -14,55 +14,27 @@ use crate::store::messages::MessageFilter;
 use crate::store::page::{self, PageRequest};
 use crate::store::{attempts, events, messages, notify};
 
-/// The list's query parameters, as received.
-#[derive(Debug, Default, Clone, serde::Deserialize, serde::Serialize)]
-pub struct ListQuery {
-    /// The CloudEvent id of the event whose messages to list.
-    pub event_id: Option<String>,
-    pub customer_id: Option<String>,
-    pub subscription_id: Option<String>,
-    pub state: Option<String>,
-    pub event_type: Option<String>,
-    pub since: Option<String>,
-    pub until: Option<String>,
-}
-
-pub(super) fn parse_time(field: &str, value: Option<&str>) -> Result<Option<i64>> {
-    match value.filter(|v| !v.is_empty()) {
-        None => Ok(None),
-        Some(text) => DateTime::parse_from_rfc3339(text)
-            .map(|t| Some(t.timestamp_millis()))
-            .map_err(|_| ServiceError::field(field, "must be an RFC 3339 time like 2026-01-31T12:00:00Z")),
-    }
-}
-
-fn filter(who: &Principal, q: &ListQuery) -> Result<MessageFilter> {
-    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(s) => Some(
-            MessageState::parse(s)
-                .ok_or_else(|| ServiceError::field("state", "must be pending, delivering, delivered, held or dead"))?,
-        ),
-    };
-    Ok(MessageFilter {
+/// The delivery log's filter that a query asks for, within what `who` may see.
+fn filter(who: &Principal, q: &MessageQuery) -> MessageFilter {
+    MessageFilter {
         ids: None,
-        customer_id: who.customer_filter(q.customer_id.as_deref()),
-        subscription_id: q.subscription_id.as_deref().filter(|s| !s.is_empty()).map(SubscriptionId::from),
-        state,
-        event_type: q.event_type.clone().filter(|s| !s.is_empty()),
-        since_ms: parse_time("since", q.since.as_deref())?,
-        until_ms: parse_time("until", q.until.as_deref())?,
-    })
+        customer_id: who.customer_filter(text_of(&q.customer_id)),
+        subscription_id: text_of(&q.subscription_id).map(SubscriptionId::from),
+        state: q.state,
+        event_type: text_of(&q.event_type).map(str::to_string),
+        since_ms: q.since.map(|TimeParam(ms)| ms),
+        until_ms: q.until.map(|TimeParam(ms)| ms),
+    }
 }
 
 pub async fn list(
     services: &Services,
     who: &Principal,
-    q: &ListQuery,
+    q: &MessageQuery,
     page: PageRequest,
 ) -> Result<dto::Page<dto::Message>> {
-    let mut filter = filter(who, q)?;
-    if let Some(ce_id) = q.event_id.as_deref().filter(|id| !id.is_empty()) {
+    let mut filter = filter(who, q);
+    if let Some(ce_id) = text_of(&q.event_id) {
         // An event is found by its id within one customer's events (their unique key's index).
         let customer_id = filter.customer_id.clone().ok_or_else(|| {
             ServiceError::field("customer_id", "is required with event_id when the admin lists messages")
@@ -120,17 +92,24 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
 /// Replays every dead message that matches the filter.
 pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
     let body = BulkReplayBody::read(body)?;
-    let q = ListQuery {
-        event_id: None,
-        customer_id: body.customer_id.map(|id| id.0),
-        subscription_id: body.subscription_id.map(|id| id.0),
-        state: Some(MessageState::Dead.as_str().to_string()),
-        event_type: body.event_type.map(|t| t.0),
-        since: body.since.map(|t| t.text),
-        until: body.until.map(|t| t.text),
+    fn text(field: &Option<Text<64>>) -> Option<&str> {
+        field.as_ref().map(|Text(text)| text.as_str())
+    }
+    let filter = MessageFilter {
+        ids: None,
+        customer_id: who.customer_filter(text(&body.customer_id)),
+        subscription_id: text(&body.subscription_id).map(SubscriptionId::from),
+        state: Some(MessageState::Dead),
+        event_type: body.event_type.as_ref().map(|Text(t)| t.clone()),
+        since_ms: body.since.as_ref().map(|t| t.ms),
+        until_ms: body.until.as_ref().map(|t| t.ms),
     };
-    let filter = filter(who, &q)?;
-    let mut detail = serde_json::to_value(&q).unwrap_or_default();
+    // The request as the admin or customer made it, for the audit row.
+    let mut detail = json!({
+        "customer_id": text(&body.customer_id), "subscription_id": text(&body.subscription_id),
+        "state": MessageState::Dead, "event_type": body.event_type.map(|Text(t)| t),
+        "since": body.since.map(|t| t.text), "until": body.until.map(|t| t.text),
+    });
     if let Some(fields) = detail.as_object_mut() {
         fields.retain(|_, v| !v.is_null());
     }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use domain::errors::FieldError;
 use domain::ids::CustomerId;
+use domain::query::Limit;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::clock::SharedClock;
@@ -158,13 +159,10 @@ impl Principal {
     }
 }
 
-/// Validates `limit` and `cursor` of a list request.
-pub fn page_request(limit: Option<i64>, cursor: Option<&str>) -> Result<PageRequest> {
-    let limit = match limit {
-        None => page::DEFAULT_LIMIT,
-        Some(n) if (1..=page::MAX_LIMIT as i64).contains(&n) => n as u64,
-        Some(_) => return Err(ServiceError::field("limit", "must be from 1 to 1000")),
-    };
+/// A list request of `limit` rows (read by its rule) after `cursor`, which must be one a
+/// page gave.
+pub fn page_request(limit: Option<Limit>, cursor: Option<&str>) -> Result<PageRequest> {
+    let limit = limit.map_or(page::DEFAULT_LIMIT, |Limit(n)| n);
     let before = match cursor.filter(|c| !c.is_empty()) {
         None => None,
         Some(c) => Some(page::decode_cursor(c).ok_or_else(|| ServiceError::field("cursor", "is not a valid cursor"))?),

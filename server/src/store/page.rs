@@ -12,8 +12,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select};
 
-pub const DEFAULT_LIMIT: u64 = 50;
-pub const MAX_LIMIT: u64 = 1000;
+pub use domain::query::{DEFAULT_LIMIT, MAX_LIMIT};
 
 /// Rows a page whose filter is checked row by row reads at most: tens of milliseconds.
 pub const SCAN_BUDGET: u64 = 20_000;

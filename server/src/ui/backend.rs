@@ -11,10 +11,10 @@ use async_trait::async_trait;
 use axum::http::request::Parts;
 use domain::dto::*;
 use domain::ids::UserId;
+use domain::query::{AuditQuery, EventQuery, MessageQuery, ReadQuery};
 use serde_json::{Value, json};
 use tower_sessions::Session;
 
-use crate::service::messages::ListQuery;
 use crate::service::{
     self, Principal, ServiceError, Services, audit, console, customers, endpoint_health, endpoints, events, messages,
     policies, subscriptions, users,
@@ -61,6 +61,15 @@ fn principal(v: &Viewer) -> Principal {
         Some(customer_id) if !v.is_admin() => Principal::Customer { customer_id: customer_id.as_str().into(), actor },
         _ => Principal::Admin { actor },
     }
+}
+
+/// A form's filters read as the API reads the same query parameters.
+fn read_query<Q: ReadQuery>(fields: &[(&str, &Option<String>)]) -> Result<Q, UiError> {
+    let pairs: Vec<(String, String)> = fields
+        .iter()
+        .filter_map(|(name, value)| value.as_ref().map(|value| (name.to_string(), value.clone())))
+        .collect();
+    Q::read(&pairs).map_err(|errors| ui_error(ServiceError::from(errors)))
 }
 
 fn page(cursor: Option<String>) -> Result<service::PageRequest, UiError> {
@@ -128,15 +137,15 @@ impl Backend for DashboardBackend {
     }
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError> {
-        let query = ListQuery {
-            event_id: filter.event_id,
-            customer_id: filter.customer_id,
-            subscription_id: filter.subscription_id,
-            state: filter.state,
-            event_type: filter.event_type,
-            since: filter.since,
-            until: filter.until,
-        };
+        let query: MessageQuery = read_query(&[
+            ("event_id", &filter.event_id),
+            ("customer_id", &filter.customer_id),
+            ("subscription_id", &filter.subscription_id),
+            ("state", &filter.state),
+            ("event_type", &filter.event_type),
+            ("since", &filter.since),
+            ("until", &filter.until),
+        ])?;
         let who = principal(v);
         let page = messages::list(&self.services, &who, &query, page(cursor)?).await.map_err(ui_error)?;
         console::log_entries(&self.services, &who, page).await.map_err(ui_error)
@@ -181,13 +190,13 @@ impl Backend for DashboardBackend {
                 Page::of(found, None)
             }
             None => {
-                let query = events::EventQuery {
-                    customer_id: filter.customer_id,
-                    source: filter.source,
-                    event_type: filter.event_type,
-                    since: filter.since,
-                    until: filter.until,
-                };
+                let query: EventQuery = read_query(&[
+                    ("customer_id", &filter.customer_id),
+                    ("source", &filter.source),
+                    ("type", &filter.event_type),
+                    ("since", &filter.since),
+                    ("until", &filter.until),
+                ])?;
                 events::list_with_customers(&self.services, &who, &query, page(cursor)?).await.map_err(ui_error)?
             }
         };
@@ -259,6 +268,6 @@ impl Backend for DashboardBackend {
     async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError> {
         let who = principal(v);
         who.require_admin().map_err(ui_error)?;
-        audit::list(&self.services, &who, &audit::AuditQuery::default(), page(cursor)?).await.map_err(ui_error)
+        audit::list(&self.services, &who, &AuditQuery::default(), page(cursor)?).await.map_err(ui_error)
     }
 }

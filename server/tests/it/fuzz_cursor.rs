@@ -7,6 +7,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::query::{Limit, PageQuery, ReadQuery, text_of};
 use herald::ids::new_id;
 use herald::service::{ServiceError, page_request};
 use herald::store::page::{DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor, finish};
@@ -110,22 +111,25 @@ proptest! {
         prop_assert_eq!(&rows[..], &ids[..rows.len()]);
         prop_assert_eq!(next.is_some(), ids.len() as u64 > limit);
         if let Some(cursor) = next {
-            let page = page_request(Some(limit as i64), Some(&cursor));
+            let page = page_request(Some(Limit(limit)), Some(&cursor));
             prop_assert!(page.is_ok(), "{:?}", page);
             prop_assert_eq!(page.unwrap().before, rows.last().cloned());
         }
     }
 
-    /// `page_request` never panics; it accepts limits 1 to MAX_LIMIT (default when absent)
+    /// A page's query never panics: it accepts limits 1 to MAX_LIMIT (default when absent)
     /// and treats an empty cursor as none; a refusal names `limit` or `cursor`.
     #[test]
-    fn page_request_accepts_or_names_the_parameter(
+    fn a_page_query_is_accepted_or_names_the_parameter(
         limit in prop::option::of(prop_oneof![any::<i64>(), -2i64..1_003]),
         cursor in prop::option::of(prop_oneof![cursor_text(), valid_id().prop_map(|id| encode_cursor(&id))]),
     ) {
         let limit_ok = limit.is_none_or(|n| (1..=MAX_LIMIT as i64).contains(&n));
         let decoded = cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor);
-        match page_request(limit, cursor.as_deref()) {
+        let mut pairs: Vec<(String, String)> = limit.iter().map(|n| ("limit".to_string(), n.to_string())).collect();
+        pairs.extend(cursor.iter().map(|c| ("cursor".to_string(), c.clone())));
+        let read = PageQuery::read(&pairs).map_err(ServiceError::from);
+        match read.and_then(|q| page_request(q.limit, text_of(&q.cursor))) {
             Ok(page) => {
                 prop_assert!(limit_ok);
                 prop_assert_eq!(page.limit, limit.map_or(DEFAULT_LIMIT, |n| n as u64));
