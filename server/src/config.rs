@@ -348,6 +348,8 @@ fn environment() -> Figment {
 }
 
 #[cfg(test)]
+// figment's `Jail` closures return its own error type, large as it is.
+#[allow(clippy::result_large_err)]
 mod tests {
     use super::*;
 

@@ -147,7 +147,7 @@ mod tests {
             }
             Some(chosen) => {
                 return_freed_memory_soon();
-                assert_eq!(get() as i64, chosen, "the delay set in the environment is kept");
+                assert_eq!(get(), chosen, "the delay set in the environment is kept");
             }
         }
     }

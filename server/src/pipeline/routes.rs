@@ -123,7 +123,7 @@ pub fn routed_by(routes: &[Arc<Route>]) -> Routed {
             routed.customers.push(RoutedCustomer { id: route.customer_id.clone(), routing_version: version });
         }
         for endpoint in route.subscriptions.iter().filter_map(|s| s.endpoint.as_ref()) {
-            routed.endpoints.push(RoutedEndpoint { id: endpoint.id.clone(), state: endpoint.state.clone() });
+            routed.endpoints.push(RoutedEndpoint { id: endpoint.id.clone(), state: endpoint.state });
         }
     }
     routed.endpoints.sort_by(|a, b| a.id.cmp(&b.id));

@@ -241,12 +241,12 @@ pub async fn rotate_secret(services: &Services, who: &Principal, id: &Subscripti
 
 /// Seals any secret still stored in plaintext (written before secrets were sealed at rest).
 pub async fn seal_plaintext_secrets(services: &Services) -> Result<()> {
+    let sealed = |value: &str, id: &str| {
+        if Sealer::is_sealed(value) { value.to_string() } else { services.sealer.seal(value, id) }
+    };
     for mut row in subscriptions::with_plaintext_secrets(&services.db).await? {
-        let seal = |value: &str| {
-            if Sealer::is_sealed(value) { value.to_string() } else { services.sealer.seal(value, &row.id) }
-        };
-        row.secret = seal(&row.secret);
-        row.previous_secret = row.previous_secret.as_deref().map(seal);
+        row.secret = sealed(&row.secret, &row.id);
+        row.previous_secret = row.previous_secret.as_deref().map(|previous| sealed(previous, &row.id));
         subscriptions::update(&services.db, row).await?;
     }
     Ok(())

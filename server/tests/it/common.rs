@@ -72,15 +72,16 @@ pub fn settings(db: &TestDb) -> Settings {
 
 /// The tests' settings over the database at `url`.
 pub fn settings_for(url: &str) -> Settings {
-    let mut s = Settings::default();
-    s.listen = "127.0.0.1:0".into();
-    s.database_url = url.to_string();
-    s.admin_token = Some(ADMIN_TOKEN.into());
-    s.admin_password = Some("admin-password".into());
-    s.allow_private_targets = true;
-    // A fixed key: the tests' databases live in shared directories, where a generated key file would be shared too.
-    s.secret_key = Some(TEST_SECRET_KEY.into());
-    s
+    Settings {
+        listen: "127.0.0.1:0".into(),
+        database_url: url.to_string(),
+        admin_token: Some(ADMIN_TOKEN.into()),
+        admin_password: Some("admin-password".into()),
+        allow_private_targets: true,
+        // A fixed key: the tests' databases live in shared directories, where a generated key file would be shared too.
+        secret_key: Some(TEST_SECRET_KEY.into()),
+        ..Settings::default()
+    }
 }
 
 /// A request to the app under test that takes this long has hung: the test fails instead of waiting forever.
@@ -242,11 +243,14 @@ impl Seen {
     }
 }
 
+/// A status and extra headers the receiver answers with.
+type Answer = (u16, Vec<(String, String)>);
+
 #[derive(Default)]
 struct ReceiverState {
     seen: Mutex<Vec<Seen>>,
     /// Answers to give, in order; 200 when empty.
-    script: Mutex<VecDeque<(u16, Vec<(String, String)>)>>,
+    script: Mutex<VecDeque<Answer>>,
 }
 
 /// An HTTP receiver on 127.0.0.1:0 that records every request.

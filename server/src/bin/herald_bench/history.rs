@@ -282,6 +282,9 @@ async fn login(client: &reqwest::Client, base: &str, username: &str) -> Result<S
     Ok(cookie.split(';').next().unwrap_or_default().to_string())
 }
 
+/// A group of pages timed together: its name, the pages, and who reads them.
+type PageGroup<'a> = (&'static str, &'a [(&'a str, String)], As<'a>);
+
 /// How one request is authenticated.
 enum As<'a> {
     Token(&'a str),
@@ -420,7 +423,7 @@ async fn time_everything(
         ("audit log", "/api/v1/audit-log".into()),
     ];
     let mut timings = Vec::new();
-    let groups: [(&'static str, &[(&str, String)], As<'_>); 4] = [
+    let groups: [PageGroup<'_>; 4] = [
         ("customer, dashboard", &customer_pages, As::Cookie(&customer_cookie)),
         ("admin, dashboard", &admin_pages, As::Cookie(&admin_cookie)),
         ("customer, API", &customer_api, As::Token(key)),
