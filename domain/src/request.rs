@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::dto::Backlog;
 use crate::errors::FieldError;
+use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::{Fields, check_text, whole_number};
 use crate::policy::RetryPolicy;
 use crate::states::{ContentMode, Role, SubscriptionStatus};
@@ -224,6 +225,25 @@ macro_rules! text_enum_rule {
 }
 
 text_enum_rule!(ContentMode, Role, SubscriptionStatus);
+
+/// An id a client names: a [`Text`] of up to 64 characters, of its kind. One that names no
+/// such object is the use case's to refuse.
+macro_rules! id_rule {
+    ($($name:ident),+) => {$(
+        impl FieldRule for $name {
+            fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+                Text::<64>::read(value, name).map(|Text(id)| $name::from(id))
+            }
+
+            #[cfg(feature = "openapi")]
+            fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                Text::<64>::schema(nullable)
+            }
+        }
+    )+};
+}
+
+id_rule!(CustomerId, SubscriptionId);
 
 /// `a`, `a or b`, `a, b or c`.
 fn one_of(texts: &[&str]) -> String {
@@ -449,7 +469,7 @@ request_body! {
         optional timeout_ms: Integer<1000, 60000>,
         optional content_mode: ContentMode,
         optional status: SubscriptionStatus;
-        optional customer_id: Text<64>,
+        optional customer_id: CustomerId,
     }
 }
 
@@ -458,13 +478,13 @@ request_body! {
     /// customer (all customers when absent).
     BulkReplayBody {
         required state: DeadState,
-        optional subscription_id: Text<64>,
+        optional subscription_id: SubscriptionId,
         optional event_type: Text<200>,
         /// RFC 3339
         optional since: Time,
         /// RFC 3339
         optional until: Time,
-        optional customer_id: Text<64>,
+        optional customer_id: CustomerId,
     }
 }
 
@@ -477,7 +497,7 @@ request_body! {
         required since: Time,
         /// RFC 3339; after `since`, at most 366 days later
         required until: Time,
-        required subscription_id: Text<64>,
+        required subscription_id: SubscriptionId,
         optional event_types: EventTypes,
         optional source: Text<1024>,
     }
@@ -489,7 +509,7 @@ request_body! {
         required username: Text<100>,
         required password: Password,
         required role: Role,
-        optional customer_id: Text<64>,
+        optional customer_id: CustomerId,
     }
 }
 

@@ -69,7 +69,7 @@ pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> 
     who.require_admin()?;
     let body = UserBody::read(body)?;
     let (username, password, role) = (body.username.0, body.password.0, body.role);
-    let customer_id = body.customer_id.map(|id| CustomerId::from(id.0));
+    let customer_id = body.customer_id;
     match (role, &customer_id) {
         (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
         (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),

@@ -224,7 +224,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
     }
     let only_types = body.event_types.map(|types| types.0);
     let source = body.source.map(|source| source.0);
-    let sub = subscriptions::get(&services.db, &SubscriptionId::from(body.subscription_id.0))
+    let sub = subscriptions::get(&services.db, &body.subscription_id)
         .await?
         .filter(|s| who.sees(&s.customer_id))
         .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;

@@ -92,13 +92,10 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
 /// Replays every dead message that matches the filter.
 pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
     let body = BulkReplayBody::read(body)?;
-    fn text(field: &Option<Text<64>>) -> Option<&str> {
-        field.as_ref().map(|Text(text)| text.as_str())
-    }
     let filter = MessageFilter {
         ids: None,
-        customer_id: who.customer_filter(text(&body.customer_id)),
-        subscription_id: text(&body.subscription_id).map(SubscriptionId::from),
+        customer_id: who.customer_filter(body.customer_id.as_deref()),
+        subscription_id: body.subscription_id.clone(),
         state: Some(MessageState::Dead),
         event_type: body.event_type.as_ref().map(|Text(t)| t.clone()),
         since_ms: body.since.as_ref().map(|t| t.ms),
@@ -106,7 +103,7 @@ pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> 
     };
     // The request as the admin or customer made it, for the audit row.
     let mut detail = json!({
-        "customer_id": text(&body.customer_id), "subscription_id": text(&body.subscription_id),
+        "customer_id": body.customer_id, "subscription_id": body.subscription_id,
         "state": MessageState::Dead, "event_type": body.event_type.map(|Text(t)| t),
         "since": body.since.map(|t| t.text), "until": body.until.map(|t| t.text),
     });

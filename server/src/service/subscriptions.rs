@@ -35,7 +35,7 @@ struct Changes {
     timeout_ms: Option<i64>,
     content_mode: Option<ContentMode>,
     status: Option<SubscriptionStatus>,
-    customer_id: Option<String>,
+    customer_id: Option<CustomerId>,
 }
 
 /// Reads a create's body (`SubscriptionBody`) or a change's (`SubscriptionPatch`); a private
@@ -43,7 +43,7 @@ struct Changes {
 fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Changes> {
     let (b, customer_id) = if creating {
         let created = SubscriptionBody::read(body)?;
-        (created.to_patch(), created.customer_id.map(|id| id.0))
+        (created.to_patch(), created.customer_id)
     } else {
         (SubscriptionPatch::read(body)?, None)
     };
