@@ -5,7 +5,10 @@
 //! send empty fields); unknown parameters are ignored; a bad one is named, all
 //! at once.
 
+use serde_json::Value;
+
 use crate::errors::FieldError;
+use crate::request::{FieldRule, Time};
 use crate::states::MessageState;
 
 /// How one parameter's non-empty value is read and described.
@@ -56,15 +59,18 @@ impl ParamRule for ActingFor {
     }
 }
 
-/// An RFC 3339 time, as unix milliseconds.
+/// A body field's rule read from a parameter's text, its first error the parameter's.
+fn as_field<R: FieldRule>(text: &str, name: &str) -> Result<R, FieldError> {
+    R::read(&Value::String(text.to_string()), name).map_err(|mut errors| errors.remove(0))
+}
+
+/// An RFC 3339 time, as unix milliseconds: a body's [`Time`], read from a parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeParam(pub i64);
 
 impl ParamRule for TimeParam {
     fn read(text: &str, name: &str) -> Result<Self, FieldError> {
-        chrono::DateTime::parse_from_rfc3339(text)
-            .map(|time| TimeParam(time.timestamp_millis()))
-            .map_err(|_| FieldError::new(name, "must be an RFC 3339 time like 2026-01-31T12:00:00Z"))
+        as_field::<Time>(text, name).map(|time| TimeParam(time.ms))
     }
 
     #[cfg(feature = "openapi")]
@@ -80,14 +86,12 @@ impl ParamRule for TimeParam {
 
 impl ParamRule for MessageState {
     fn read(text: &str, name: &str) -> Result<Self, FieldError> {
-        MessageState::parse(text)
-            .ok_or_else(|| FieldError::new(name, "must be pending, delivering, delivered, held or dead"))
+        as_field(text, name)
     }
 
     #[cfg(feature = "openapi")]
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        let states: Vec<&str> = MessageState::ALL.iter().map(MessageState::as_str).collect();
-        openapi::or_empty(crate::request::openapi::enum_of(&states, false))
+        openapi::or_empty(<MessageState as FieldRule>::schema(false))
     }
 }
 
@@ -311,7 +315,7 @@ pub mod openapi {
 
     /// An optional query parameter, described by its doc comment's lines, else by `otherwise`.
     pub fn parameter(name: &str, schema: RefOr<Schema>, doc: &[&str], otherwise: &str) -> Parameter {
-        let doc = doc.iter().map(|line| line.trim()).collect::<Vec<_>>().join(" ");
+        let doc = crate::request::openapi::doc_text(doc);
         ParameterBuilder::new()
             .name(name)
             .parameter_in(ParameterIn::Query)

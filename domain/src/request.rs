@@ -13,7 +13,7 @@ use crate::errors::FieldError;
 use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::{Fields, check_text, whole_number};
 use crate::policy::RetryPolicy;
-use crate::states::{ContentMode, Role, SubscriptionStatus};
+use crate::states::{ContentMode, MessageState, Role, SubscriptionStatus};
 use crate::target::TargetUrl;
 
 /// How one field's present, non-null value is read and described.
@@ -224,7 +224,7 @@ macro_rules! text_enum_rule {
     )+};
 }
 
-text_enum_rule!(ContentMode, Role, SubscriptionStatus);
+text_enum_rule!(ContentMode, MessageState, Role, SubscriptionStatus);
 
 /// An id a client names: a [`Text`] of up to 64 characters, of its kind. One that names no
 /// such object is the use case's to refuse.
@@ -312,9 +312,14 @@ pub mod openapi {
         }
     }
 
+    /// A doc comment's lines as one line of text.
+    pub fn doc_text(lines: &[&str]) -> String {
+        lines.iter().map(|line| line.trim()).collect::<Vec<_>>().join(" ")
+    }
+
     /// The schema with a description (the field's doc comment, its lines joined).
     pub fn describe(schema: RefOr<Schema>, lines: &[&str]) -> RefOr<Schema> {
-        let text = lines.iter().map(|line| line.trim()).collect::<Vec<_>>().join(" ");
+        let text = doc_text(lines);
         if text.is_empty() {
             return schema;
         }
