@@ -5,6 +5,7 @@ use base64::Engine;
 use serde_json::{Map, Value};
 
 use super::errors::FieldError;
+use super::operational;
 
 /// The longest id, source or type Herald accepts.
 pub const MAX_ATTRIBUTE_LEN: usize = 1024;
@@ -200,6 +201,41 @@ fn percent_encode_header(value: &str) -> String {
 }
 
 /// What the OpenAPI document says of a published event: the rules [`CloudEvent::parse`] applies.
+/// A publish's body: one event, or a batch when `batch` is set (the body must then be an array).
+/// Every bad field of every event is named, by its place in the batch.
+pub fn read_publish(body: Value, batch: bool) -> Result<Vec<CloudEvent>, Vec<FieldError>> {
+    let items = match (body, batch) {
+        (Value::Array(items), _) => {
+            if items.is_empty() || items.len() > MAX_BATCH {
+                return Err(vec![FieldError::new("body", "a batch holds 1 to 1000 events")]);
+            }
+            items
+        }
+        (_, true) => return Err(vec![FieldError::new("body", "a batch must be a JSON array of events")]),
+        (single, false) => return Ok(vec![publishable(single, "")?]),
+    };
+    let mut parsed = Vec::with_capacity(items.len());
+    let mut errors: Vec<FieldError> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        match publishable(item, &format!("[{i}]")) {
+            Ok(event) => parsed.push(event),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() { Ok(parsed) } else { Err(errors) }
+}
+
+/// A valid CloudEvent whose type is not one of Herald's own (`herald.` is reserved).
+fn publishable(value: Value, prefix: &str) -> Result<CloudEvent, Vec<FieldError>> {
+    let event = CloudEvent::parse(value, prefix)?;
+    if operational::is_herald_type(event.event_type()) {
+        let field = if prefix.is_empty() { "type".to_string() } else { format!("{prefix}.type") };
+        let reason = format!("the prefix {:?} is reserved for Herald's own events", operational::RESERVED_PREFIX);
+        return Err(vec![FieldError::new(field, reason)]);
+    }
+    Ok(event)
+}
+
 #[cfg(feature = "openapi")]
 pub mod schema {
     use std::borrow::Cow;

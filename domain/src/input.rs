@@ -38,6 +38,26 @@ impl<'a> Fields<'a> {
         self.object.get(field).filter(|v| !v.is_null())
     }
 
+    /// The field read by `read`: `None` when it is absent or null (an error when `required`) or
+    /// when `read` refuses it (its errors are kept).
+    pub fn read_with<T>(
+        &mut self,
+        field: &'static str,
+        required: bool,
+        read: impl FnOnce(&'a Value, &str) -> Result<T, Vec<FieldError>>,
+    ) -> Option<T> {
+        let name = self.name(field);
+        match self.value(field) {
+            None => {
+                if required {
+                    self.error(field, "is required");
+                }
+                None
+            }
+            Some(value) => read(value, &name).map_err(|errors| self.errors.extend(errors)).ok(),
+        }
+    }
+
     /// A string of 1..=max_len characters without NUL.
     pub fn string(&mut self, field: &'static str, required: bool, max_len: usize) -> Option<String> {
         match self.value(field) {
@@ -133,6 +153,18 @@ mod tests {
         assert_eq!(f.integer("timeout_ms", 1000, 60000), None);
         let fields: Vec<String> = f.finish().unwrap_err().into_iter().map(|e| e.field).collect();
         assert_eq!(fields, vec!["name", "url", "missing", "timeout_ms", "colour"]);
+    }
+
+    #[test]
+    fn a_field_read_with_a_function_keeps_its_errors() {
+        let body = json!({"a": 1, "b": "x", "c": null});
+        let mut f = Fields::new(&body, "outer").unwrap();
+        let refuse = |_: &Value, name: &str| Err::<(), _>(vec![FieldError::new(name, "is wrong")]);
+        assert_eq!(f.read_with("a", true, |v, _| Ok(v.as_i64())), Some(Some(1)));
+        assert_eq!(f.read_with("b", false, refuse), None);
+        assert_eq!(f.read_with("c", true, refuse), None);
+        let errors: Vec<(String, String)> = f.finish().unwrap_err().into_iter().map(|e| (e.field, e.message)).collect();
+        assert_eq!(errors, [("outer.b", "is wrong"), ("outer.c", "is required")].map(|(f, m)| (f.into(), m.into())));
     }
 
     #[test]

@@ -54,6 +54,7 @@ macro_rules! text_enum {
         }
     };
 }
+pub(crate) use text_enum;
 
 /// Stored text that names no variant of the enum it is read as.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

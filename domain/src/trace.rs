@@ -1,4 +1,4 @@
-//! W3C Trace Context for the requests Herald sends (README, "What a receiver gets" and "Traces").
+//! W3C Trace Context for the requests Herald sends (README, "What a receiver gets"; docs/operations.md, "Traces").
 //!
 //! Every request to a receiver carries a `traceparent` naming a new span (the attempt) in the
 //! message's trace. An event published with a valid `traceparent` extension puts its messages

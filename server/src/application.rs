@@ -16,8 +16,8 @@ use crate::config::Settings;
 use crate::pipeline::{Lanes, Pipeline, gauges, heartbeat, retention};
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
-use crate::service::customers::ensure_admin_user;
 use crate::service::subscriptions::seal_plaintext_secrets;
+use crate::service::users::ensure_admin_user;
 use crate::store::owner::FileOwner;
 use crate::{api, store, telemetry, ui};
 

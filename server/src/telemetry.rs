@@ -74,7 +74,7 @@ pub fn hot() -> &'static Hot {
     static HOT: LazyLock<Hot> = LazyLock::new(|| {
         metrics_handle();
         // Counters of rare events start at zero, so that their rates exist before the first one.
-        for reason in DeadReason::ALL {
+        for &reason in DeadReason::ALL {
             dead_messages(reason).absolute(0);
         }
         metrics::counter!("herald_db_errors_total").absolute(0);

@@ -30,6 +30,13 @@ pub enum UiError {
     Unavailable,
 }
 
+impl UiError {
+    /// Bad fields, each named, on one line.
+    pub fn invalid(errors: &[domain::errors::FieldError]) -> UiError {
+        UiError::Invalid(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+    }
+}
+
 /// The HTML document around the app.
 pub fn shell() -> impl IntoView {
     view! {

@@ -3,7 +3,6 @@
 //! redirect to the page that shows their result (forms work without JavaScript).
 
 use leptos::prelude::*;
-use serde_json::{Value, json};
 
 #[cfg(feature = "ssr")]
 use crate::ui::components::urlencode;
@@ -51,7 +50,17 @@ mod ssr {
 }
 
 #[cfg(feature = "ssr")]
+use domain::request::{
+    NameBody, PreviewBody, ReadBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
+};
+#[cfg(feature = "ssr")]
 use ssr::{fail, viewer};
+
+/// A form's fields that do not read as their body's rules say.
+#[cfg(feature = "ssr")]
+fn invalid(errors: Vec<domain::errors::FieldError>) -> ServerFnError {
+    fail(super::UiError::invalid(&errors))
+}
 
 fn text(value: Option<String>) -> Option<String> {
     value.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
@@ -100,21 +109,18 @@ pub async fn unlock_endpoint(
     from: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let minutes = text(older_than_minutes);
-    let backlog = match text(backlog).as_deref() {
-        None | Some("deliver") => Backlog::Deliver,
-        Some("dead") => Backlog::Dead,
-        Some("dead_older_than") => match minutes.as_deref().map(str::parse::<i64>) {
-            Some(Ok(minutes)) if (1..=5_270_400).contains(&minutes) => Backlog::DeadOlderThan { secs: minutes * 60 },
-            _ => {
-                return Err(fail(super::UiError::Invalid(
-                    "older than: give a whole number of minutes from 1 to 5270400".into(),
-                )));
-            }
-        },
-        Some(_) => return Err(fail(super::UiError::Invalid("choose what to do with the held messages".into()))),
+    // The form asks for minutes; the body's rule counts seconds.
+    let older_than_secs = match text(older_than_minutes).map(|m| m.parse::<i64>()) {
+        None => None,
+        Some(Ok(minutes)) if (1..=5_270_400).contains(&minutes) => Some((minutes * 60).to_string()),
+        Some(_) => {
+            let why = "older than: give a whole number of minutes from 1 to 5270400";
+            return Err(fail(super::UiError::Invalid(why.into())));
+        }
     };
-    let endpoint = backend.unlock(&v, &id, backlog).await.map_err(fail)?;
+    let UnlockBody(backlog) =
+        UnlockBody::read_form(&[("backlog", text(backlog)), ("older_than_secs", older_than_secs)]).map_err(invalid)?;
+    let endpoint = backend.unlock(&v, &id.as_str().into(), backlog).await.map_err(fail)?;
     // Back to the page the form was on: the endpoint's own, or the list.
     if text(from).as_deref() == Some("endpoint") {
         leptos_axum::redirect(&format!("/endpoints/{}?unlocked=1", urlencode(&endpoint.id)));
@@ -127,14 +133,14 @@ pub async fn unlock_endpoint(
 #[server]
 pub async fn get_endpoint_health(id: String) -> Result<EndpointHealth, ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.endpoint_health(&v, &id).await.map_err(fail)
+    backend.endpoint_health(&v, &id.into()).await.map_err(fail)
 }
 
 /// Replays the dead messages of one kind of failure (`503`, `timeout`) at an endpoint.
 #[server]
 pub async fn replay_failures(id: String, kind: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let replayed = backend.replay_failures(&v, &id, &kind).await.map_err(fail)?;
+    let replayed = backend.replay_failures(&v, &id.as_str().into(), &kind).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/endpoints/{}?replayed={replayed}", urlencode(&id)));
     Ok(())
 }
@@ -159,7 +165,8 @@ pub async fn get_customer_choices() -> Result<Vec<Choice>, ServerFnError> {
 #[server]
 pub async fn get_schedule(policy: String) -> Result<Preview, ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.schedule(&v, policy_value(&policy)).await.map_err(fail)
+    let PreviewBody { retry_policy } = PreviewBody::read_form(&[("retry_policy", Some(policy))]).map_err(invalid)?;
+    backend.schedule(&v, &retry_policy).await.map_err(fail)
 }
 
 #[server]
@@ -178,16 +185,15 @@ pub async fn replay_window(
     source: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let mut body = serde_json::Map::new();
-    for (key, value) in [("since", since), ("until", until), ("subscription_id", subscription_id), ("source", source)] {
-        if let Some(value) = text(value) {
-            body.insert(key.into(), json!(value));
-        }
-    }
-    if let Some(types) = text(event_types) {
-        body.insert("event_types".into(), json!(split_list(&types)));
-    }
-    let replayed = backend.replay_window(&v, Value::Object(body)).await.map_err(fail)?;
+    let body = ReplayWindowBody::read_form(&[
+        ("since", text(since)),
+        ("until", text(until)),
+        ("subscription_id", text(subscription_id)),
+        ("event_types", text(event_types)),
+        ("source", text(source)),
+    ])
+    .map_err(invalid)?;
+    let replayed = backend.replay_window(&v, body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/events?replayed={replayed}"));
     Ok(())
 }
@@ -201,49 +207,26 @@ pub async fn get_subscriptions(cursor: Option<String>) -> Result<Page<Subscripti
 #[server]
 pub async fn get_subscription(id: String) -> Result<Subscription, ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.subscription(&v, &id).await.map_err(fail)
+    backend.subscription(&v, &id.into()).await.map_err(fail)
 }
 
-/// A list typed into one field, separated by commas, spaces or lines.
-fn split_list(text: &str) -> Vec<&str> {
-    text.split([',', ' ', '\n']).map(str::trim).filter(|t| !t.is_empty()).collect()
-}
-
-/// A retry policy as typed: a preset's name, or a custom policy written as JSON.
-pub fn policy_value(text: &str) -> Value {
-    let text = text.trim();
-    serde_json::from_str::<Value>(text).unwrap_or_else(|_| Value::String(text.to_string()))
-}
-
-/// The subscription form's fields as the REST API's JSON body.
-fn subscription_body(
+/// The subscription form's fields, by the names of the REST API's body.
+fn subscription_form(
     name: Option<String>,
     url: Option<String>,
     event_types: Option<String>,
     retry_policy: Option<String>,
     timeout_ms: Option<String>,
     content_mode: Option<String>,
-) -> Value {
-    let mut body = serde_json::Map::new();
-    if let Some(name) = text(name) {
-        body.insert("name".into(), json!(name));
-    }
-    if let Some(url) = text(url) {
-        body.insert("url".into(), json!(url));
-    }
-    if let Some(types) = text(event_types) {
-        body.insert("event_types".into(), json!(split_list(&types)));
-    }
-    if let Some(policy) = text(retry_policy) {
-        body.insert("retry_policy".into(), policy_value(&policy));
-    }
-    if let Some(timeout) = text(timeout_ms) {
-        body.insert("timeout_ms".into(), timeout.parse::<i64>().map(Value::from).unwrap_or(Value::String(timeout)));
-    }
-    if let Some(mode) = text(content_mode) {
-        body.insert("content_mode".into(), json!(mode));
-    }
-    Value::Object(body)
+) -> [(&'static str, Option<String>); 6] {
+    [
+        ("name", text(name)),
+        ("url", text(url)),
+        ("event_types", text(event_types)),
+        ("retry_policy", text(retry_policy)),
+        ("timeout_ms", text(timeout_ms)),
+        ("content_mode", text(content_mode)),
+    ]
 }
 
 #[server]
@@ -257,10 +240,9 @@ pub async fn create_subscription(
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let mut body = subscription_body(name, url, event_types, retry_policy, timeout_ms, content_mode);
-    if let (Some(customer), Value::Object(map)) = (text(customer_id), &mut body) {
-        map.insert("customer_id".into(), json!(customer));
-    }
+    let mut form = subscription_form(name, url, event_types, retry_policy, timeout_ms, content_mode).to_vec();
+    form.push(("customer_id", text(customer_id)));
+    let body = SubscriptionBody::read_form(&form).map_err(invalid)?;
     let sub = backend.create_subscription(&v, body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{}?created=1", sub.id));
     Ok(())
@@ -277,8 +259,9 @@ pub async fn update_subscription(
     content_mode: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let body = subscription_body(name, url, event_types, retry_policy, timeout_ms, content_mode);
-    backend.update_subscription(&v, &id, body).await.map_err(fail)?;
+    let form = subscription_form(name, url, event_types, retry_policy, timeout_ms, content_mode);
+    let patch = SubscriptionPatch::read_form(&form).map_err(invalid)?;
+    backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));
     Ok(())
 }
@@ -286,7 +269,8 @@ pub async fn update_subscription(
 #[server]
 pub async fn set_subscription_status(id: String, status: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.update_subscription(&v, &id, json!({"status": status})).await.map_err(fail)?;
+    let patch = SubscriptionPatch::read_form(&[("status", Some(status))]).map_err(invalid)?;
+    backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));
     Ok(())
 }
@@ -294,7 +278,7 @@ pub async fn set_subscription_status(id: String, status: String) -> Result<(), S
 #[server]
 pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.rotate_secret(&v, &id).await.map_err(fail)?;
+    backend.rotate_secret(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?rotated=1"));
     Ok(())
 }
@@ -302,7 +286,7 @@ pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
 #[server]
 pub async fn send_test_event(id: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let message_id = backend.send_test_event(&v, &id).await.map_err(fail)?;
+    let message_id = backend.send_test_event(&v, &id.into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/messages/{message_id}?sent=1"));
     Ok(())
 }
@@ -316,13 +300,13 @@ pub async fn get_messages(filter: LogFilter, cursor: Option<String>) -> Result<P
 #[server]
 pub async fn get_message(id: String) -> Result<MessageDetail, ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.message(&v, &id).await.map_err(fail)
+    backend.message(&v, &id.into()).await.map_err(fail)
 }
 
 #[server]
 pub async fn replay_message(id: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    backend.replay(&v, &id).await.map_err(fail)?;
+    backend.replay(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/messages/{id}?replayed=1"));
     Ok(())
 }
@@ -374,7 +358,8 @@ pub async fn get_customers(cursor: Option<String>) -> Result<Page<Customer>, Ser
 #[server]
 pub async fn create_customer(name: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let customer = backend.create_customer(&v, &name).await.map_err(fail)?;
+    let body = NameBody::read_form(&[("name", Some(name))]).map_err(invalid)?;
+    let customer = backend.create_customer(&v, body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/admin/customers?created={}", customer.id));
     Ok(())
 }
@@ -382,7 +367,8 @@ pub async fn create_customer(name: String) -> Result<(), ServerFnError> {
 #[server]
 pub async fn create_api_key(customer_id: String, name: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let key = backend.create_api_key(&v, &customer_id, &name).await.map_err(fail)?;
+    let body = NameBody::read_form(&[("name", Some(name))]).map_err(invalid)?;
+    let key = backend.create_api_key(&v, &customer_id.trim().into(), body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/admin/customers?key={}", key.id));
     Ok(())
 }
@@ -391,7 +377,7 @@ pub async fn create_api_key(customer_id: String, name: String) -> Result<(), Ser
 #[server]
 pub async fn take_api_key_token(key_id: String) -> Result<Option<String>, ServerFnError> {
     let (backend, v) = viewer().await?;
-    Ok(backend.take_api_key_token(&v, &key_id).await)
+    Ok(backend.take_api_key_token(&v, &key_id.into()).await)
 }
 
 #[server]
@@ -408,8 +394,13 @@ pub async fn create_user(
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let body = json!({"username": username, "password": password, "role": role, "customer_id": text(customer_id)});
-    let user = backend.create_user(&v, body).await.map_err(fail)?;
+    let form = [
+        ("username", Some(username)),
+        ("password", Some(password)),
+        ("role", Some(role)),
+        ("customer_id", text(customer_id)),
+    ];
+    let user = backend.create_user(&v, UserBody::read_form(&form).map_err(invalid)?).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/admin/customers?user={}", user.username));
     Ok(())
 }

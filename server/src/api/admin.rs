@@ -1,28 +1,29 @@
 //! Admin routes: customers, API keys, users, the audit log.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
 use domain::dto;
 use domain::ids::{ApiKeyId, CustomerId};
 use domain::query::{AuditQuery, Cursor, Limit, PageQuery, text_of};
 use domain::request::{NameBody, UserBody};
 
-use super::extract::{JsonBody, Params};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::extract::{Admin, Body, Params};
 use super::problem::ApiResult;
 use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, ListErrors, ReadErrors};
 use super::state::ApiState;
-use crate::service::{Principal, ServiceError, audit, customers, page_request};
-use crate::store::page::PageRequest;
+use crate::service::{PageRequest, Principal, ServiceError, audit, customers, page_request, users};
 
-pub fn router() -> Router<ApiState> {
-    Router::new()
-        .route("/api/v1/customers", post(create_customer).get(list_customers))
-        .route("/api/v1/customers/{id}/api-keys", post(create_api_key).get(list_api_keys))
-        .route("/api/v1/customers/{id}/api-keys/{key_id}", delete(revoke_api_key))
-        .route("/api/v1/users", post(create_user))
-        .route("/api/v1/audit-log", get(audit_log))
+pub fn router() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::default()
+        .routes(routes!(create_customer, list_customers))
+        .routes(routes!(create_api_key, list_api_keys))
+        .routes(routes!(revoke_api_key))
+        .routes(routes!(create_user))
+        .routes(routes!(audit_log))
 }
 
 /// The page a list's `limit` and `cursor` ask for.
@@ -34,10 +35,10 @@ pub(super) fn page_of(limit: Option<Limit>, cursor: &Option<Cursor>) -> Result<P
     responses((status = 201, description = "The new customer", body = dto::Customer), AdminCreateErrors))]
 async fn create_customer(
     State(s): State<ApiState>,
-    who: Principal,
-    body: JsonBody,
+    Admin(who): Admin,
+    Body(body): Body<NameBody>,
 ) -> ApiResult<(StatusCode, Json<dto::Customer>)> {
-    Ok((StatusCode::CREATED, Json(customers::create(&s, &who, &body.value).await?)))
+    Ok((StatusCode::CREATED, Json(customers::create(&s, &who, body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/customers", tag = "admin", params(PageQuery),
@@ -56,11 +57,11 @@ async fn list_customers(
         AdminCreateUnderErrors))]
 async fn create_api_key(
     State(s): State<ApiState>,
-    who: Principal,
+    Admin(who): Admin,
     Path(id): Path<CustomerId>,
-    body: JsonBody,
+    Body(body): Body<NameBody>,
 ) -> ApiResult<(StatusCode, Json<dto::ApiKeyCreated>)> {
-    Ok((StatusCode::CREATED, Json(customers::create_api_key(&s, &who, &id, &body.value).await?)))
+    Ok((StatusCode::CREATED, Json(customers::create_api_key(&s, &who, &id, body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/customers/{id}/api-keys", tag = "admin",
@@ -94,10 +95,10 @@ async fn revoke_api_key(
     responses((status = 201, description = "The new dashboard user", body = dto::User), AdminCreateErrors))]
 async fn create_user(
     State(s): State<ApiState>,
-    who: Principal,
-    body: JsonBody,
+    Admin(who): Admin,
+    Body(body): Body<UserBody>,
 ) -> ApiResult<(StatusCode, Json<dto::User>)> {
-    Ok((StatusCode::CREATED, Json(customers::create_user(&s, &who, &body.value).await?)))
+    Ok((StatusCode::CREATED, Json(users::create(&s, &who, body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/audit-log", tag = "admin", params(AuditQuery),

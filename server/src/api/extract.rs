@@ -4,7 +4,9 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header;
 use axum::http::request::Parts;
+use domain::event::{CloudEvent, read_publish};
 use domain::query::{ReadQuery, pairs};
+use domain::request::ReadBody;
 use serde_json::Value;
 
 use super::limits::nests_deeper_than;
@@ -16,9 +18,9 @@ use crate::service::{Principal, ServiceError};
 
 /// A JSON body, parsed but not yet validated. Remembers whether it came as a
 /// CloudEvents batch.
-pub struct JsonBody {
-    pub value: Value,
-    pub batch: bool,
+struct JsonBody {
+    value: Value,
+    batch: bool,
 }
 
 impl FromRequest<ApiState> for JsonBody {
@@ -57,6 +59,30 @@ impl FromRequest<ApiState> for JsonBody {
             serde_json::from_slice(&bytes).map_err(|e| ApiError::field("body", &format!("is not valid JSON: {e}")))?
         };
         Ok(JsonBody { value, batch: essence == "application/cloudevents-batch+json" })
+    }
+}
+
+/// A request body read by its declaration (`domain::request`), every bad field named.
+pub struct Body<T>(pub T);
+
+impl<T: ReadBody> FromRequest<ApiState> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
+        let JsonBody { value, .. } = JsonBody::from_request(req, state).await?;
+        T::read(&value).map(Body).map_err(|errors| ServiceError::from(errors).into())
+    }
+}
+
+/// A publish's events: one CloudEvent, or a batch sent as `application/cloudevents-batch+json`.
+pub struct Published(pub Vec<CloudEvent>);
+
+impl FromRequest<ApiState> for Published {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
+        let JsonBody { value, batch } = JsonBody::from_request(req, state).await?;
+        read_publish(value, batch).map(Published).map_err(|errors| ServiceError::from(errors).into())
     }
 }
 
@@ -107,5 +133,19 @@ impl FromRequestParts<ApiState> for Principal {
         let owner = key_owner(state, &hash).await.map_err(ApiError::Service)?.ok_or(ApiError::Unauthorized)?;
         state.keys().put(hash, owner.clone(), now);
         Ok(owner)
+    }
+}
+
+/// The admin, or a 403 before the body is read: a customer's key learns nothing of an admin
+/// route's body.
+pub struct Admin(pub Principal);
+
+impl FromRequestParts<ApiState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        let who = Principal::from_request_parts(parts, state).await?;
+        who.require_admin().map_err(ApiError::Service)?;
+        Ok(Admin(who))
     }
 }

@@ -1,11 +1,14 @@
 //! The REST API: thin handlers that extract, call a service, and
-//! answer JSON. Each resource module exports its own router.
+//! answer JSON. Each resource module registers its routes once, for the
+//! router and the OpenAPI document alike.
 
 mod admin;
-mod delivery;
+mod endpoints;
+mod events;
 pub mod extract;
 pub mod key_cache;
 pub mod limits;
+mod messages;
 pub mod problem;
 pub mod rate_limit;
 mod schemas;
@@ -13,23 +16,41 @@ pub mod state;
 mod subscriptions;
 mod system;
 
+use std::sync::LazyLock;
+
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::response::{IntoResponse, Response};
 use domain::{dto, states};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
 use state::ApiState;
+
+/// Every route, each registered once with its handler: the router and the OpenAPI document are
+/// both read from it.
+fn routes() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(system::router())
+        .merge(admin::router())
+        .merge(subscriptions::router())
+        .merge(events::router())
+        .merge(messages::router())
+        .merge(endpoints::router())
+}
+
+/// The OpenAPI document of every route, made once.
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| routes().split_for_parts().1);
+    &DOCUMENT
+}
 
 /// The REST routes, with bodies capped at `limits.max_body_bytes` (a 413 problem+json beyond).
 pub fn router(state: ApiState) -> Router {
     let max_body_bytes = state.settings.limits.max_body_bytes;
-    Router::new()
-        .merge(system::router())
-        .merge(admin::router())
-        .merge(subscriptions::router())
-        .merge(delivery::router())
+    let (router, _) = routes().split_for_parts();
+    router
         .method_not_allowed_fallback(|| async { problem::ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
@@ -55,15 +76,6 @@ impl Modify for BearerAuth {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Herald", description = "Event delivery to webhooks: at least once, signed, with retries, circuit breakers and replay."),
-    paths(
-        system::healthz, system::metrics, system::openapi,
-        admin::create_customer, admin::list_customers, admin::create_api_key, admin::list_api_keys,
-        admin::revoke_api_key, admin::create_user, admin::audit_log,
-        subscriptions::create, subscriptions::list, subscriptions::read, subscriptions::update, subscriptions::remove,
-        subscriptions::rotate_secret,
-        delivery::publish, delivery::list_events, delivery::event_detail, delivery::event_named_replay, delivery::replay_window, delivery::list_messages, delivery::message_detail, delivery::replay_one, delivery::replay_bulk,
-        delivery::list_endpoints, delivery::unlock, delivery::preview,
-    ),
     components(schemas(
         problem::Problem, domain::errors::FieldError, domain::policy::RetryPolicy, domain::request::SubscriptionPatch, dto::Customer, dto::ApiKeyCreated, dto::ApiKey, dto::User, dto::Subscription, dto::PublishResult,
         dto::PublishedEvent, dto::Event, dto::EventDetail, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,

@@ -1,26 +1,29 @@
-//! Subscription routes.
+//! Subscriptions, and the preview of a retry policy's schedule.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use domain::dto;
 use domain::ids::SubscriptionId;
 use domain::query::{CustomerPageQuery, text_of};
-use domain::request::SubscriptionBody;
+use domain::request::{PreviewBody, SubscriptionBody, SubscriptionPatch};
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::admin::page_of;
-use super::extract::{JsonBody, Params};
+use super::extract::{Body, Params};
 use super::problem::ApiResult;
-use super::schemas::{CreateErrors, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
+use super::schemas::{BodyErrors, CreateErrors, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
 use super::state::ApiState;
-use crate::service::{Principal, subscriptions};
+use crate::service::{Principal, policies, subscriptions};
 
-pub fn router() -> Router<ApiState> {
-    Router::new()
-        .route("/api/v1/subscriptions", post(create).get(list))
-        .route("/api/v1/subscriptions/{id}", get(read).patch(update).delete(remove))
-        .route("/api/v1/subscriptions/{id}/rotate-secret", post(rotate_secret))
+pub fn router() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::default()
+        .routes(routes!(create, list))
+        .routes(routes!(read, update, remove))
+        .routes(routes!(rotate_secret))
+        .routes(routes!(preview))
 }
 
 #[utoipa::path(post, path = "/api/v1/subscriptions", request_body = SubscriptionBody, tag = "subscriptions",
@@ -29,9 +32,9 @@ pub fn router() -> Router<ApiState> {
 async fn create(
     State(s): State<ApiState>,
     who: Principal,
-    body: JsonBody,
+    Body(body): Body<SubscriptionBody>,
 ) -> ApiResult<(StatusCode, Json<dto::Subscription>)> {
-    Ok((StatusCode::CREATED, Json(subscriptions::create(&s, &who, &body.value).await?)))
+    Ok((StatusCode::CREATED, Json(subscriptions::create(&s, &who, body).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/subscriptions", tag = "subscriptions", params(CustomerPageQuery),
@@ -68,9 +71,9 @@ async fn update(
     State(s): State<ApiState>,
     who: Principal,
     Path(id): Path<SubscriptionId>,
-    body: JsonBody,
+    Body(patch): Body<SubscriptionPatch>,
 ) -> ApiResult<Json<dto::Subscription>> {
-    Ok(Json(subscriptions::update(&s, &who, &id, &body.value).await?))
+    Ok(Json(subscriptions::update(&s, &who, &id, patch).await?))
 }
 
 #[utoipa::path(delete, path = "/api/v1/subscriptions/{id}", tag = "subscriptions", params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
@@ -90,4 +93,11 @@ async fn rotate_secret(
     Path(id): Path<SubscriptionId>,
 ) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::rotate_secret(&s, &who, &id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/retry-policies/preview", tag = "subscriptions", request_body = PreviewBody,
+    responses((status = 200, description = "When each attempt would start if all failed (no jitter)", body = dto::Preview),
+        BodyErrors))]
+async fn preview(_who: Principal, Body(body): Body<PreviewBody>) -> ApiResult<Json<dto::Preview>> {
+    Ok(Json(policies::preview(&body.retry_policy)))
 }

@@ -2,27 +2,23 @@
 
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::{Json, Router};
-use sea_orm::ConnectionTrait;
 use serde_json::json;
-use utoipa::OpenApi;
 
-use crate::store::health;
+use crate::service::liveness;
 
-use super::ApiDoc;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use super::problem::UNAVAILABLE_RETRY_AFTER;
 use super::schemas::{Health, OpenErrors};
 use super::state::ApiState;
 
-pub fn router() -> Router<ApiState> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/api/openapi.json", get(openapi))
+pub fn router() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::default().routes(routes!(healthz)).routes(routes!(metrics)).routes(routes!(openapi))
 }
 
 /// The longest `/healthz` waits for the database: a load balancer's check gets its answer within a second.
@@ -34,20 +30,8 @@ const HEALTH_DEADLINE: Duration = Duration::from_millis(800);
             body = Health, headers(("Retry-After" = u64, description = "Seconds to wait before asking again"))),
         OpenErrors))]
 async fn healthz(State(s): State<ApiState>) -> Response {
-    let health = &s.pipeline.health;
-    let error = if health.is_down() {
-        Some(health.outage_error().unwrap_or_default())
-    } else {
-        let answered = tokio::time::timeout(HEALTH_DEADLINE, s.db.execute_unprepared("SELECT 1")).await;
-        match answered.unwrap_or_else(|_| Err(health::too_slow(HEALTH_DEADLINE))) {
-            Ok(_) => None,
-            Err(e) => {
-                health.failed("the health check", &e);
-                Some(e.to_string())
-            }
-        }
-    };
-    let database = health.name();
+    let error = liveness::database_problem(&s, HEALTH_DEADLINE).await;
+    let database = s.pipeline.health.name();
     match error {
         None => (StatusCode::OK, Json(json!({"status": "ok", "database": database}))).into_response(),
         Some(error) => (
@@ -69,5 +53,5 @@ async fn metrics(State(s): State<ApiState>) -> impl IntoResponse {
 #[utoipa::path(get, path = "/api/openapi.json", tag = "system", security(),
     responses((status = 200, description = "This document", body = Object, content_type = "application/json"), OpenErrors))]
 async fn openapi() -> impl IntoResponse {
-    Json(ApiDoc::openapi())
+    Json(super::document())
 }

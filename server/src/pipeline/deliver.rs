@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use domain::breaker::Gate;
 use domain::health::attempt_class;
-use domain::policy::DeadReason;
+use domain::policy::{DeadReason, RetryPolicy};
 use domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
 use domain::trace::{EventTrace, MessageTrace, span_id};
 use sea_orm::TransactionTrait;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Pipeline;
 use super::decide::{decide, unrenderable};
@@ -24,13 +24,23 @@ use super::send::request;
 use super::send::signing_keys::SigningKeys;
 use super::spans::AttemptSpan;
 use crate::store::endpoints::{gate_of, take_probe};
-use crate::store::entities::{endpoint, message};
+use crate::store::entities::{endpoint, event, message, subscription};
 use crate::store::messages::{self, Finish, Lane};
 use crate::store::subscriptions::policy_of;
 use crate::{ids, telemetry};
 
 /// The error of the attempt that ends a message whose event cannot be rendered.
 const UNRENDERABLE: &str = "the stored event could not be rendered as a request";
+
+/// A request as sent, and what came back.
+struct Sent {
+    request_headers: String,
+    received: Received,
+    /// Whether the event could be rendered as a request at all.
+    rendered: bool,
+    trace: MessageTrace,
+    span: [u8; 8],
+}
 
 /// Why a message goes back without an attempt.
 enum Release {
@@ -71,95 +81,150 @@ impl Deliverer {
     /// the next message does not wait for this one's record to be committed.
     pub async fn deliver(&self, job: Job, permit: StartPermit) {
         let Job { message, subscription, event, endpoint } = job;
-        let msg = &message;
-        let (Some(sub), Some(event)) = (&subscription, &event) else {
-            return self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
+        let now = self.pipeline.now_ms();
+        let Some((sub, event, policy)) = self.admit(&message, &subscription, &event, endpoint.as_deref(), now).await
+        else {
+            return;
+        };
+        let sent = self.send_one(sub, event, &message, now).await;
+        let _unrecorded = self.free_worker(permit).await;
+        let decision = if sent.rendered {
+            decide(&policy, &message, &sent.received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0)
+        } else {
+            unrenderable(&message, self.pipeline.now_ms())
+        };
+        self.observe(&message, sub, event, &sent, decision.outcome, now);
+        let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
+        let Sent { request_headers, received, rendered, trace, .. } = sent;
+        let trace_id = rendered.then(|| trace.trace_id_hex());
+        let attempt = AttemptRecord {
+            message,
+            started_at: now,
+            request_headers,
+            trace_id,
+            received,
+            decision,
+            charged: rendered,
+        };
+        self.record(attempt, retry_at).await;
+    }
+
+    /// The message's subscription, event and policy when it may be sent now; otherwise it is
+    /// released (dead, deferred or held) and `None`.
+    async fn admit<'a>(
+        &self,
+        msg: &message::Model,
+        subscription: &'a Option<Arc<subscription::Model>>,
+        event: &'a Option<Arc<event::Model>>,
+        endpoint: Option<&endpoint::Model>,
+        now: i64,
+    ) -> Option<(&'a subscription::Model, &'a event::Model, Arc<RetryPolicy>)> {
+        let (Some(sub), Some(event)) = (subscription, event) else {
+            self.release(msg, Release::Dead(DeadReason::SubscriptionDeleted)).await;
+            return None;
         };
         let policy = policy_of(sub);
-        let now = self.pipeline.now_ms();
         if policy.is_expired((now - msg.ttl_started_at).max(0) as u64) {
-            return self.release(msg, Release::Dead(DeadReason::Expired)).await;
+            self.release(msg, Release::Dead(DeadReason::Expired)).await;
+            return None;
         }
-        if let Some(endpoint) = &endpoint {
+        if let Some(endpoint) = endpoint {
             let health = &self.pipeline.health;
             match health.through_outage("reading a circuit", || self.pass_gate(endpoint, now)).await {
                 Ok(None) => {}
-                Ok(Some(release)) => return self.release(msg, release).await,
+                Ok(Some(release)) => {
+                    self.release(msg, release).await;
+                    return None;
+                }
                 // Logged by the health; the message is tried again when its lease ends.
-                Err(_) => return,
+                Err(_) => return None,
             }
         }
-        let started_at = now;
+        Some((sub, event, policy))
+    }
+
+    /// Builds, signs and sends the request. An event that cannot be rendered never will be: its
+    /// message ends with an attempt that says so, which the endpoint's circuit does not count
+    /// (the receiver is not at fault).
+    async fn send_one(&self, sub: &subscription::Model, event: &event::Model, msg: &message::Model, now: i64) -> Sent {
         let trace = MessageTrace::of(
             EventTrace::of_stored(&event.payload),
             ids::id_bits(&event.id).unwrap_or_default(),
             ids::id_bits(&msg.id).unwrap_or_else(ids::random_bytes),
         );
         let span = span_id(rand::random());
-        // An event that cannot be rendered never will be: its message ends with an attempt that
-        // says so, which the endpoint's circuit does not count (the receiver is not at fault).
-        let (request_headers, received, rendered) =
-            match request::build(sub, &self.signing_keys, &event.payload, &msg.id, started_at, (&trace, span)) {
-                Some(outgoing) => {
-                    let request_headers = headers_json(&outgoing.headers);
-                    let received = match self.destinations.of(&sub.url) {
-                        Destination::Send(url) => send(&self.client, url, outgoing).await,
-                        Destination::Blocked => {
-                            Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address")
-                        }
-                        Destination::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
-                    };
-                    (request_headers, received, true)
-                }
-                None => {
-                    tracing::error!(message_id = %msg.id, event_id = %event.id, "the stored event cannot be rendered");
-                    (String::from("{}"), Received::failed(ErrorKind::Other, UNRENDERABLE), false)
-                }
-            };
+        let Some(outgoing) = request::build(sub, &self.signing_keys, &event.payload, &msg.id, now, (&trace, span))
+        else {
+            tracing::error!(message_id = %msg.id, event_id = %event.id, "the stored event cannot be rendered");
+            let received = Received::failed(ErrorKind::Other, UNRENDERABLE);
+            return Sent { request_headers: String::from("{}"), received, rendered: false, trace, span };
+        };
+        let request_headers = headers_json(&outgoing.headers);
+        let received = match self.destinations.of(&sub.url) {
+            Destination::Send(url) => send(&self.client, url, outgoing).await,
+            Destination::Blocked => {
+                Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address")
+            }
+            Destination::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
+        };
+        Sent { request_headers, received, rendered: true, trace, span }
+    }
+
+    /// The receiver has answered: the lane's worker moves on to the next send while this attempt
+    /// waits for its group commit, once it has a permit among the attempts sent and not yet
+    /// recorded (which bounds what a crash repeats).
+    async fn free_worker(&self, permit: StartPermit) -> OwnedSemaphorePermit {
         let worker = permit.release_endpoint(&self.pipeline.wake);
-        // The receiver has answered: the lane's worker moves on to the next send while
-        // this attempt waits for its group commit, once it has a permit among the
-        // attempts sent and not yet recorded (which bounds what a crash repeats).
-        let _unrecorded = self.unrecorded.clone().acquire_owned().await.expect("never closed");
+        let unrecorded = self.unrecorded.clone().acquire_owned().await.expect("never closed");
         // A lane out of workers learns that one is free; otherwise it has no reason to check.
         let lane_was_full = worker.semaphore().available_permits() == 0;
         drop(worker);
         if lane_was_full {
             self.pipeline.wake.permits_freed();
         }
-        let decision = if rendered {
-            decide(&policy, msg, &received, self.pipeline.now_ms(), rand::random::<f64>() * 2.0 - 1.0)
-        } else {
-            unrenderable(msg, self.pipeline.now_ms())
-        };
+        unrecorded
+    }
+
+    /// The attempt's metrics, and its span when spans are exported.
+    fn observe(
+        &self,
+        msg: &message::Model,
+        sub: &subscription::Model,
+        event: &event::Model,
+        sent: &Sent,
+        outcome: Outcome,
+        started_ms: i64,
+    ) {
         let metrics = telemetry::hot();
+        let received = &sent.received;
         let class = attempt_class(received.status, received.error.as_ref().map(|(kind, _)| *kind));
-        metrics.attempts(decision.outcome, class).increment(1);
-        if rendered && let Some(spans) = &self.pipeline.spans {
-            let outcome = decision.outcome.as_str();
+        metrics.attempts(outcome, class).increment(1);
+        if sent.rendered
+            && let Some(spans) = &self.pipeline.spans
+        {
             spans.attempt(AttemptSpan {
                 message: msg,
                 event,
-                trace: &trace,
-                span_id: span,
+                trace: &sent.trace,
+                span_id: sent.span,
                 url: &sub.url,
-                started_ms: started_at,
-                received: &received,
-                outcome,
+                started_ms,
+                received,
+                outcome: outcome.as_str(),
             });
         }
-        if decision.outcome == Outcome::Success {
+        if outcome == Outcome::Success {
             let latency = (self.pipeline.now_ms() - msg.created_at).max(0) as f64 / 1000.0;
             metrics.delivery_latency.record(latency);
         }
-        let retry_at = decision.finish.next_attempt_at.filter(|_| decision.finish.state == MessageState::Pending);
-        let message_id = msg.id.clone();
-        let trace_id = rendered.then(|| trace.trace_id_hex());
-        let attempt =
-            AttemptRecord { message, started_at, request_headers, trace_id, received, decision, charged: rendered };
+    }
+
+    /// Records the attempt; the retry lane claims again when a retry is due, and a closed circuit
+    /// frees waiting messages now.
+    async fn record(&self, attempt: AttemptRecord, retry_at: Option<i64>) {
+        let message_id = attempt.message.id.clone();
         match self.recorder.record(attempt).await {
             Ok(Some(transition)) => {
-                // The retry lane claims again when the retry is due; a closed circuit frees waiting messages now.
                 if let Some(at) = retry_at {
                     self.pipeline.wake.retry_at(at);
                 }
@@ -224,9 +289,7 @@ impl Deliverer {
                         } else {
                             Announced::default()
                         };
-                        txn.commit().await?;
-                        announced.wake(&self.pipeline);
-                        Ok(())
+                        self.pipeline.commit_and_wake(txn, announced.into()).await
                     }
                     _ => messages::release_unattempted(db, &msg.id, token, now, finish).await.map(drop),
                 }

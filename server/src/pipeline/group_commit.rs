@@ -7,7 +7,7 @@ use std::future::Future;
 
 use tokio::sync::mpsc;
 
-use crate::store::writers::Writers;
+use super::batch_slots::BatchSlots;
 
 /// What one batch may hold, decided request by request as they are taken from
 /// the queue; made new for every batch.
@@ -21,10 +21,10 @@ pub trait BatchLimit<T> {
 
 /// Writes the queued requests in batches until the queue closes, then waits
 /// for the batches in flight. `write` gets each batch with its batch slot
-/// (see [`Writers::spawn`]); a request that does not fit opens the next batch.
+/// (see [`BatchSlots::spawn`]); a request that does not fit opens the next batch.
 pub async fn run<T, L, F>(
     mut incoming: mpsc::UnboundedReceiver<T>,
-    mut writers: Writers,
+    mut writers: BatchSlots,
     new_limit: impl Fn() -> L,
     mut write: impl FnMut(Vec<T>, usize) -> F,
 ) where
@@ -91,7 +91,7 @@ mod tests {
         let sink = written.clone();
         run(
             incoming,
-            Writers::one(),
+            BatchSlots::one(),
             || Units { most: 8, requests: 0, taken: 0 },
             move |batch, slot| {
                 sink.lock().unwrap().push((batch, slot));

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use domain::breaker::Gate;
 use domain::dto::{PublishResult, PublishedEvent};
 use domain::event::CloudEvent;
-use domain::ids::{CustomerId, EndpointId};
+use domain::ids::{CustomerId, EndpointId, EventId};
 use domain::states::MessageState;
-use foldhash::{HashMap, HashMapExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::PublishError;
+use super::batch_slots::BatchSlots;
 use super::group_commit::{self, BatchLimit};
 use super::handoff::{Dispatch, Handoff, Ready, Reservation};
 use super::job::Job;
@@ -32,7 +33,6 @@ use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::health::DatabaseHealth;
 use crate::store::messages::{PAUSED, message_for};
-use crate::store::writers::Writers;
 use crate::store::{events, notify, processes};
 
 type Result<T> = std::result::Result<T, PublishError>;
@@ -45,7 +45,7 @@ const MAX_EVENTS: usize = 2000;
 const ROUTING_TRIES: usize = 5;
 
 /// What the intake task needs (not the whole application state, which holds the intake).
-pub struct Parts {
+pub struct IntakeContext {
     pub db: DatabaseConnection,
     pub health: Arc<DatabaseHealth>,
     pub clock: SharedClock,
@@ -71,7 +71,7 @@ pub struct Intake {
 }
 
 impl Intake {
-    pub fn spawn(parts: Parts) -> Intake {
+    pub fn spawn(parts: IntakeContext) -> Intake {
         let (queue, incoming) = mpsc::unbounded_channel();
         tokio::spawn(run(parts, incoming));
         Intake { queue }
@@ -86,11 +86,11 @@ impl Intake {
     }
 }
 
-async fn run(parts: Parts, incoming: mpsc::UnboundedReceiver<Request>) {
+async fn run(parts: IntakeContext, incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
     let routes = Arc::new(Routes::default());
     let write = |batch: Vec<Request>, _slot: usize| commit_batch(parts.clone(), routes.clone(), batch);
-    group_commit::run(incoming, Writers::one(), EventBudget::default, write).await;
+    group_commit::run(incoming, BatchSlots::one(), EventBudget::default, write).await;
 }
 
 /// At most `MAX_EVENTS` events per batch, but always the first request: a request is never split.
@@ -113,7 +113,7 @@ impl BatchLimit<Request> for EventBudget {
 }
 
 /// Writes one batch atomically and answers each of its requests.
-async fn commit_batch(parts: Arc<Parts>, routes: Arc<Routes>, batch: Vec<Request>) {
+async fn commit_batch(parts: Arc<IntakeContext>, routes: Arc<Routes>, batch: Vec<Request>) {
     let size: usize = batch.iter().map(|r| r.events.len()).sum();
     let (work, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|r| ((r.customer_id, r.events), r.reply)).unzip();
     // While the database is away, a publish is refused at once rather than queued behind a
@@ -172,7 +172,7 @@ enum Entry {
 
 /// Routes the batch with the customers' kept routing and writes it; when the
 /// write finds that routing changed, reads it again and routes anew.
-async fn write(parts: &Parts, routes: &Routes, work: &[(CustomerId, Vec<CloudEvent>)]) -> Result<Written> {
+async fn write(parts: &IntakeContext, routes: &Routes, work: &[(CustomerId, Vec<CloudEvent>)]) -> Result<Written> {
     let mut customers: Vec<CustomerId> = work.iter().map(|(c, _)| c.clone()).collect();
     customers.sort();
     customers.dedup();
@@ -190,18 +190,42 @@ async fn write(parts: &Parts, routes: &Routes, work: &[(CustomerId, Vec<CloudEve
 
 /// `None`, storing nothing, when the routing changed since it was read.
 async fn write_routed(
-    parts: &Parts,
+    parts: &IntakeContext,
     routing: &[Arc<Route>],
     work: &[(CustomerId, Vec<CloudEvent>)],
 ) -> Result<Option<Written>> {
     let now = parts.clock.now_ms();
-    // A subscription deleted after this routing was checked by the write (READ COMMITTED)
-    // leaves messages that its lane ends unattempted.
-    let routed_of: HashMap<&str, &[RoutedSubscription]> =
-        routing.iter().map(|route| (route.customer_id.as_str(), route.subscriptions.as_slice())).collect();
-    let handing = parts.handoff.is_open();
+    let (rows, entries) = deduplicate(work, now);
+    let (rows, mut new_messages, routed) = route(rows, routing, now);
+    let reserved = reserve(parts, &mut new_messages, &routed, now);
+    let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
+    by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
+    let Some(inserted) = events::insert_with_messages(&parts.db, &by_key, &new_messages, &routed_by(routing)).await?
+    else {
+        return Ok(None);
+    };
+    // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
+    // to the lane until their lease ends.
+    let handed = hand_over_stored(new_messages, routed, reserved, &rows, &inserted);
+    let stored = results(parts, &rows, &inserted, now).await;
+    if !handed.pending.is_empty() {
+        // The events are committed: a lost wake-up only leaves other instances to their poll.
+        if let Err(e) = notify::send(&parts.db, parts.wake.origin()).await {
+            parts.health.failed("notifying other processes of new messages", &e);
+        }
+    }
+    let answers = answer(entries, &stored);
+    Ok(Some(Written {
+        answers,
+        handed: handed.dispatches,
+        pending: handed.pending,
+        dropped_reservations: handed.dropped,
+    }))
+}
 
-    // One row per distinct (customer, source, id); a repeat inside the batch answers as a duplicate.
+/// One row per distinct (customer, source, id) of the batch; a repeat inside the batch answers as
+/// a duplicate of its first. Returns the rows and, per request, where each of its events went.
+fn deduplicate(work: &[(CustomerId, Vec<CloudEvent>)], now: i64) -> (Vec<event::Model>, Vec<Vec<Entry>>) {
     let mut rows: Vec<event::Model> = Vec::new();
     let mut first_of: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
@@ -228,9 +252,18 @@ async fn write_routed(
         }
         entries.push(request_entries);
     }
+    (rows, entries)
+}
 
-    // Every row's messages, before knowing which rows are new: the store keeps
-    // only those of the events it inserts, and the others' hand-overs are dropped.
+/// A batch's rows, their messages, and for each message its row and subscription.
+type RoutedBatch<'a> = (Vec<Arc<event::Model>>, Vec<message::Model>, Vec<(usize, &'a RoutedSubscription)>);
+
+/// Every row's messages, before knowing which rows are new: the store keeps only those of the
+/// events it inserts, and the others' hand-overs are dropped. A subscription deleted after this
+/// routing was checked by the write (READ COMMITTED) leaves messages that its lane ends unattempted.
+fn route(mut rows: Vec<event::Model>, routing: &[Arc<Route>], now: i64) -> RoutedBatch<'_> {
+    let routed_of: HashMap<&str, &[RoutedSubscription]> =
+        routing.iter().map(|route| (route.customer_id.as_str(), route.subscriptions.as_slice())).collect();
     let mut new_messages: Vec<message::Model> = Vec::new();
     let mut routed: Vec<(usize, &RoutedSubscription)> = Vec::new();
     for (i, row) in rows.iter_mut().enumerate() {
@@ -245,44 +278,72 @@ async fn write_routed(
             routed.push((i, sub));
         }
     }
-    let rows: Vec<Arc<event::Model>> = rows.into_iter().map(Arc::new).collect();
-    // The lane's permits, reserved before the write: the messages that got them are stored leased.
+    (rows.into_iter().map(Arc::new).collect(), new_messages, routed)
+}
+
+/// The lane's permits, reserved before the write: the messages that got them are stored leased.
+fn reserve(
+    parts: &IntakeContext,
+    new_messages: &mut [message::Model],
+    routed: &[(usize, &RoutedSubscription)],
+    now: i64,
+) -> Vec<Option<Reservation>> {
+    let handing = parts.handoff.is_open();
     let token = processes::lease_token(parts.process);
-    let reserved: Vec<Option<Reservation>> = new_messages
+    new_messages
         .iter_mut()
-        .zip(&routed)
+        .zip(routed)
         .map(|(msg, (_, sub))| {
             // Not a message its subscription's pause holds.
             let due = msg.next_attempt_at != Some(PAUSED);
             let open = sub.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
             open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
         })
-        .collect();
+        .collect()
+}
 
-    let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
-    by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
-    let Some(inserted) = events::insert_with_messages(&parts.db, &by_key, &new_messages, &routed_by(routing)).await?
-    else {
-        return Ok(None);
-    };
+/// What became of a batch's messages once stored.
+struct HandedOver {
+    dispatches: Vec<Dispatch>,
+    /// The endpoints of messages stored pending.
+    pending: Vec<EndpointId>,
+    /// Whether permits reserved for repeated events were given back.
+    dropped: bool,
+}
 
-    // Stored: from here on nothing may fail the batch, or its handed-over messages would be lost
-    // to the lane until their lease ends. Each leased message moves into its job; a repeated
-    // event's messages were not stored, and their permits are given back.
-    let mut handed: Vec<Dispatch> = Vec::with_capacity(reserved.len());
-    let mut pending: Vec<EndpointId> = Vec::new();
-    let mut dropped_reservations = false;
+/// Each leased message moves into its job; a repeated event's messages were not stored, and their
+/// permits are given back.
+fn hand_over_stored(
+    new_messages: Vec<message::Model>,
+    routed: Vec<(usize, &RoutedSubscription)>,
+    reserved: Vec<Option<Reservation>>,
+    rows: &[Arc<event::Model>],
+    inserted: &HashSet<EventId>,
+) -> HandedOver {
+    let mut handed = HandedOver { dispatches: Vec::with_capacity(reserved.len()), pending: Vec::new(), dropped: false };
     for ((msg, (i, sub)), reservation) in new_messages.into_iter().zip(routed).zip(reserved) {
         let stored = inserted.contains(&rows[i].id);
         match reservation {
-            Some(reserved) if stored => handed.push(hand_over(reserved, msg, sub, &rows[i])),
-            Some(_) => dropped_reservations = true,
-            None if stored && msg.next_attempt_at != Some(PAUSED) => pending.push(msg.endpoint_id),
+            Some(reserved) if stored => handed.dispatches.push(hand_over(reserved, msg, sub, &rows[i])),
+            Some(_) => handed.dropped = true,
+            None if stored && msg.next_attempt_at != Some(PAUSED) => handed.pending.push(msg.endpoint_id),
             None => {}
         }
     }
+    handed.pending.sort();
+    handed.pending.dedup();
+    handed
+}
+
+/// Each row's result: its messages, or, for an event published before, the first one's.
+async fn results(
+    parts: &IntakeContext,
+    rows: &[Arc<event::Model>],
+    inserted: &HashSet<EventId>,
+    now: i64,
+) -> Vec<Result<PublishedEvent>> {
     let mut stored: Vec<Result<PublishedEvent>> = Vec::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         if !inserted.contains(&row.id) {
             stored.push(earlier(&parts.db, row).await);
             continue;
@@ -300,15 +361,11 @@ async fn write_routed(
             spans.publish(row, now, committed);
         }
     }
-    pending.sort();
-    pending.dedup();
-    if !pending.is_empty() {
-        // The events are committed: a lost wake-up only leaves other instances to their poll.
-        if let Err(e) = notify::send(&parts.db, parts.wake.origin()).await {
-            parts.health.failed("notifying other processes of new messages", &e);
-        }
-    }
+    stored
+}
 
+/// Each request's answer, an entry per event, in order.
+fn answer(entries: Vec<Vec<Entry>>, stored: &[Result<PublishedEvent>]) -> Vec<Result<PublishResult>> {
     let answer = |entry: Entry| -> Result<PublishedEvent> {
         let (i, repeat) = match entry {
             Entry::Row(i) => (i, false),
@@ -319,20 +376,19 @@ async fn write_routed(
             Err(e) => Err(e.clone()),
         }
     };
-    let answers = entries
+    entries
         .into_iter()
         .map(|request_entries| {
             let events = request_entries.into_iter().map(answer).collect::<Result<Vec<_>>>()?;
             Ok(PublishResult { events })
         })
-        .collect();
-    Ok(Some(Written { answers, handed, pending, dropped_reservations }))
+        .collect()
 }
 
 /// Reserves the fresh lane's permits for the message when it has them free
 /// (and the endpoint's circuit is closed), and marks it leased.
 fn lease(
-    parts: &Parts,
+    parts: &IntakeContext,
     endpoint: &endpoint::Model,
     msg: &mut message::Model,
     now: i64,

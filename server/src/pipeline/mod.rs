@@ -12,6 +12,7 @@
 //! `send`, `decide`) → `recorder` (group commit of attempts and circuits).
 //! Nothing here calls the services, the API or the dashboard.
 
+mod batch_slots;
 mod decide;
 mod deliver;
 pub mod endpoint_permits;
@@ -36,18 +37,19 @@ use std::sync::Arc;
 use domain::dto::PublishResult;
 use domain::event::CloudEvent;
 use domain::ids::CustomerId;
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr};
 
 use crate::clock::SharedClock;
 use crate::config::{DeliverySettings, Settings};
 use crate::secrets::Sealer;
 use crate::store::health::DatabaseHealth;
 pub use crate::store::messages::Lane;
+use crate::store::notify;
 use handoff::Handoff;
 use intake::Intake;
 pub use lanes::Lanes;
 use spans::Spans;
-pub use wakeup::Wakeup;
+pub use wakeup::{Due, Wakeup};
 
 /// How long a claim may stay unfinished before another worker takes it over:
 /// the longest timeout a subscription can have, plus the grace.
@@ -103,6 +105,17 @@ impl std::ops::Deref for Pipeline {
 }
 
 impl Pipeline {
+    /// Commits `txn` and wakes the lanes for what it made due: other processes by a NOTIFY sent
+    /// in the transaction (so at its commit, never before), this one's after the commit.
+    pub async fn commit_and_wake(&self, txn: DatabaseTransaction, due: Due) -> Result<(), DbErr> {
+        if due.is_news() {
+            notify::send(&txn, self.wake.origin()).await?;
+        }
+        txn.commit().await?;
+        self.wake.woken(due);
+        Ok(())
+    }
+
     /// Starts the intake's task; the lanes start with [`Lanes::run`].
     pub fn start(
         db: DatabaseConnection,
@@ -121,7 +134,7 @@ impl Pipeline {
                 None
             }
         });
-        let intake = Intake::spawn(intake::Parts {
+        let intake = Intake::spawn(intake::IntakeContext {
             db: db.clone(),
             health: health.clone(),
             clock: clock.clone(),

@@ -20,29 +20,29 @@ use crate::ids;
 use crate::store::entities::{event, message, subscription};
 use crate::store::messages::{PAUSED, message_for};
 use crate::store::subscriptions::{self, event_types, policy_of};
-use crate::store::{bulk, messages, notify};
+use crate::store::{bulk, messages};
 use crate::telemetry;
 
 /// The endpoints that operational events were stored for, to wake after the
-/// commit, and the deaths to count then (`herald_dead_messages_total`).
+/// commit, and the deaths to count then (`herald_dead_messages_total`): see
+/// [`Due`](super::wakeup::Due).
 #[derive(Debug, Default)]
-#[must_use = "the lanes learn of the new messages only from wake()"]
+#[must_use = "the lanes learn of the new messages only from Pipeline::commit_and_wake"]
 pub struct Announced {
-    endpoints: Vec<EndpointId>,
+    pub(super) endpoints: Vec<EndpointId>,
     /// By reason, in the order of `DeadReason::ALL`.
     deaths: [u64; DeadReason::ALL.len()],
 }
 
 impl Announced {
-    pub fn wake(self, pipeline: &Pipeline) {
-        if !self.endpoints.is_empty() {
-            pipeline.wake.stored_for(self.endpoints);
-        }
+    /// Counts the deaths, once committed; returns the endpoints to wake.
+    pub(super) fn count_deaths(self) -> Vec<EndpointId> {
         for (reason, n) in DeadReason::ALL.iter().zip(self.deaths) {
             if n > 0 {
                 telemetry::dead_messages(*reason).increment(n);
             }
         }
+        self.endpoints
     }
 
     pub fn merge(&mut self, other: Announced) {
@@ -168,7 +168,6 @@ async fn write(
     }
     bulk::insert(txn, &events).await?;
     messages::insert_many(txn, &new_messages).await?;
-    notify::send(txn, pipeline.wake.origin()).await?;
     let mut endpoints: Vec<EndpointId> =
         new_messages.into_iter().filter(|m| m.next_attempt_at != Some(PAUSED)).map(|m| m.endpoint_id).collect();
     endpoints.sort();

@@ -16,6 +16,7 @@ use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Pipeline;
+use super::batch_slots::{BatchSlots, POSTGRES_WRITERS};
 use super::decide::Decision;
 use super::group_commit::{self, BatchLimit};
 use super::operational::{report_dead, report_endpoints};
@@ -24,7 +25,6 @@ use crate::store::counts::{self, Attempted};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
 use crate::store::messages::End;
-use crate::store::writers::{POSTGRES_WRITERS, Writers};
 use crate::store::{audit, messages};
 
 /// The most attempts written in one transaction.
@@ -73,7 +73,7 @@ impl Recorder {
 }
 
 async fn run(pipeline: Pipeline, incoming: mpsc::UnboundedReceiver<Pending>) {
-    let writers = Writers::for_database(&pipeline.db);
+    let writers = BatchSlots::for_database(&pipeline.db);
     let write = |batch: Vec<Pending>, slot: usize| commit_batch(pipeline.clone(), batch, slot);
     group_commit::run(incoming, writers, OnePerMessage::default, write).await;
 }
@@ -186,8 +186,7 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         .collect();
     let mut announced = report_dead(pipeline, &txn, &died).await?;
     announced.merge(report_endpoints(pipeline, &txn, reports).await?);
-    txn.commit().await?;
-    announced.wake(pipeline);
+    pipeline.commit_and_wake(txn, announced.into()).await?;
     // An attempt whose endpoint is gone still counts as recorded.
     let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
     for (i, record) in records.iter().enumerate() {

@@ -1,5 +1,5 @@
 //! Spans of publishes and attempts, exported over OTLP/HTTP when `otlp_endpoint` is set
-//! (README, "Traces"). Herald chooses its spans' ids itself (the ids its requests carry, see
+//! (docs/operations.md, "Traces"). Herald chooses its spans' ids itself (the ids its requests carry, see
 //! `domain::trace`), so each span is handed to the SDK's batch processor finished: no
 //! tracer or context runs on the hot path. The processor exports from a thread of its own
 //! and drops spans rather than wait when its queue is full; without an endpoint, none of

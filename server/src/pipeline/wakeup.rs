@@ -8,6 +8,7 @@ use domain::ids::EndpointId;
 use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, watch};
 
+use super::operational::Announced;
 use super::retry_times::RetryTimes;
 use crate::store::health::DatabaseHealth;
 use crate::store::messages::Lane;
@@ -95,6 +96,79 @@ impl Wakeup {
     }
 }
 
+/// What a transaction made due, for the lanes to take up once it has committed
+/// (`Pipeline::commit_and_wake`): other processes are told by a NOTIFY sent in
+/// the transaction, this one's lanes after the commit.
+#[derive(Debug, Default)]
+#[must_use = "the lanes learn of what is due only from Pipeline::commit_and_wake"]
+pub struct Due {
+    /// Messages of any endpoint: both lanes claim everything due.
+    anything: bool,
+    /// First attempts stored for these endpoints, which the fresh lane claims endpoint by endpoint.
+    endpoints: Vec<EndpointId>,
+    /// Operational events stored with the change, and the deaths they report.
+    announced: Announced,
+}
+
+impl Due {
+    /// Nothing became due: no NOTIFY, no wake-up.
+    pub fn nothing() -> Due {
+        Due::default()
+    }
+
+    /// Messages became due, of endpoints the lanes may not know.
+    pub fn anything() -> Due {
+        Due { anything: true, ..Due::default() }
+    }
+
+    /// `anything()` when `cond` holds, else `nothing()`.
+    pub fn anything_if(cond: bool) -> Due {
+        Due { anything: cond, ..Due::default() }
+    }
+
+    /// First attempts were stored for this endpoint.
+    pub fn first_attempts_of(endpoint: EndpointId) -> Due {
+        Due::nothing().and_first_attempts_of(endpoint)
+    }
+
+    /// And first attempts were stored for this endpoint.
+    pub fn and_first_attempts_of(mut self, endpoint: EndpointId) -> Due {
+        self.endpoints.push(endpoint);
+        self
+    }
+
+    /// And the operational events the change stored.
+    pub fn and(mut self, announced: Announced) -> Due {
+        self.announced.merge(announced);
+        self
+    }
+
+    /// Whether other processes are to be told.
+    pub(super) fn is_news(&self) -> bool {
+        self.anything || !self.endpoints.is_empty() || !self.announced.endpoints.is_empty()
+    }
+}
+
+impl From<Announced> for Due {
+    fn from(announced: Announced) -> Due {
+        Due::nothing().and(announced)
+    }
+}
+
+impl Wakeup {
+    /// Wakes this process's lanes for what a committed transaction made due.
+    pub(super) fn woken(&self, due: Due) {
+        if due.anything {
+            self.notify_one();
+        }
+        let mut endpoints = due.endpoints;
+        endpoints.extend(due.announced.count_deaths());
+        if !endpoints.is_empty() {
+            self.stored_for(endpoints);
+        }
+    }
+}
+
 /// Wakes the lanes on every other process's notification until shutdown.
 pub async fn listen(
     db: DatabaseConnection,
@@ -108,4 +182,25 @@ pub async fn listen(
         }
     };
     notify::listen(db, health, notified, shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_due_is_told_once_committed() {
+        assert!(!Due::nothing().is_news(), "nothing due sends no NOTIFY");
+        assert!(Due::anything().is_news() && !Due::anything_if(false).is_news());
+        let mut announced = Announced::default();
+        announced.endpoints.push("end_b".into());
+        let due = Due::first_attempts_of("end_a".into()).and(announced);
+        assert!(due.is_news(), "operational events' messages are news to other processes");
+        let wake = Wakeup::default();
+        wake.woken(due);
+        let woken: Vec<EndpointId> = wake.take_backlog();
+        assert_eq!(woken, [EndpointId::from("end_a"), EndpointId::from("end_b")]);
+        wake.woken(Due::nothing());
+        assert!(wake.take_backlog().is_empty());
+    }
 }

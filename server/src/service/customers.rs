@@ -1,24 +1,20 @@
-//! Customers, their API keys, dashboard users, and the audit log: the admin's side.
+//! Customers and their API keys.
 
-use argon2::Argon2;
-use argon2::password_hash::{PasswordHasher, SaltString};
 use domain::dto;
 use domain::ids::{ApiKeyId, CustomerId};
-use domain::request::{NameBody, UserBody};
-use domain::states::Role;
+use domain::request::NameBody;
 use sea_orm::TransactionTrait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
 use crate::ids::{self, new_api_token, token_hash};
-use crate::store::entities::{api_key, customer, user};
+use crate::store::entities::{api_key, customer};
 use crate::store::page::{self, PageRequest};
-use crate::store::{self, customers, is_unique_violation, users};
+use crate::store::{self, customers};
 
-pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Customer> {
+pub async fn create(services: &Services, who: &Principal, body: NameBody) -> Result<dto::Customer> {
     who.require_admin()?;
-    let body = NameBody::read(body)?;
     let row = customer::Model { id: ids::new(), name: body.name.0, created_at: services.now_ms() };
     let txn = services.db.begin().await?;
     customers::insert(&txn, row.clone()).await?;
@@ -38,10 +34,9 @@ pub async fn create_api_key(
     services: &Services,
     who: &Principal,
     customer_id: &CustomerId,
-    body: &Value,
+    body: NameBody,
 ) -> Result<dto::ApiKeyCreated> {
     who.require_admin()?;
-    let body = NameBody::read(body)?;
     customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let token = new_api_token();
     let row = api_key::Model {
@@ -65,54 +60,6 @@ pub async fn create_api_key(
     })
 }
 
-pub async fn create_user(services: &Services, who: &Principal, body: &Value) -> Result<dto::User> {
-    who.require_admin()?;
-    let body = UserBody::read(body)?;
-    let (username, password, role) = (body.username.0, body.password.0, body.role);
-    let customer_id = body.customer_id;
-    match (role, &customer_id) {
-        (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
-        (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),
-        _ => {}
-    }
-    if let Some(id) = &customer_id {
-        customers::get(&services.db, id)
-            .await?
-            .ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
-    }
-    let row = user::Model {
-        id: ids::new(),
-        username,
-        password_hash: hash_password(&password),
-        role,
-        customer_id,
-        created_at: services.now_ms(),
-    };
-    let txn = services.db.begin().await?;
-    match users::insert(&txn, row.clone()).await {
-        Err(e) if is_unique_violation(&e) => return Err(ServiceError::field("username", "is taken")),
-        other => other?,
-    }
-    let detail = json!({"username": row.username, "role": row.role});
-    audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_ref(), detail).await?;
-    txn.commit().await?;
-    Ok(dto::User {
-        id: row.id.into(),
-        username: row.username,
-        role,
-        customer_id: row.customer_id.map(Into::into),
-        created_at: crate::clock::to_utc(row.created_at),
-    })
-}
-
-pub fn hash_password(password: &str) -> String {
-    let salt = SaltString::encode_b64(&crate::ids::random_bytes::<16>()).expect("16 bytes make a valid salt");
-    Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).unwrap_or_default()
-}
-
-/// On an empty database, creates `admin` with the configured password, or a
-/// random one printed once.
-/// The customer an API key acts for, found by its token's hash; `None` when no key has it.
 /// A customer's API keys, without their tokens: for the admin, or the customer's own key.
 pub async fn list_api_keys(services: &Services, who: &Principal, customer_id: &CustomerId) -> Result<Vec<dto::ApiKey>> {
     own_customer(services, who, customer_id).await?;
@@ -146,33 +93,8 @@ async fn own_customer(services: &Services, who: &Principal, customer_id: &Custom
     Ok(())
 }
 
+/// The customer an API key acts for, found by its token's hash; `None` when no key has it.
 pub async fn key_owner(services: &Services, token_hash: &str) -> Result<Option<Principal>> {
     let key = store::api_keys::find_by_hash(&services.db, token_hash).await?;
     Ok(key.map(|key| Principal::Customer { customer_id: key.customer_id, actor: key.id.into() }))
-}
-
-pub async fn ensure_admin_user(services: &Services) -> Result<()> {
-    if users::count(&services.db).await? > 0 {
-        return Ok(());
-    }
-    let password = match &services.settings.admin_password {
-        Some(p) => p.clone(),
-        None => {
-            let generated = crate::ids::new_api_token().trim_start_matches("hk_")[..20].to_string();
-            tracing::warn!("created the dashboard user `admin` with the password {generated} (shown once)");
-            generated
-        }
-    };
-    let row = user::Model {
-        id: ids::new(),
-        username: "admin".into(),
-        password_hash: hash_password(&password),
-        role: Role::Admin,
-        customer_id: None,
-        created_at: services.now_ms(),
-    };
-    match users::insert(&services.db, row).await {
-        Err(e) if is_unique_violation(&e) => Ok(()),
-        other => Ok(other?),
-    }
 }

@@ -6,15 +6,14 @@ use domain::dto::{self, Choice, EndpointHealth};
 use domain::health::{self, FailureKind};
 use domain::ids::EndpointId;
 use domain::states::MessageState;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, TransactionTrait};
 use serde_json::json;
 
 use super::messages::{Change, replay};
 use super::{Principal, Result, ServiceError, Services, views};
-use crate::store::endpoint_health::{self as store, SCANNED, Window};
+use crate::store::endpoint_health::{self as store, HealthWindow, SCANNED};
 use crate::store::entities::endpoint;
 use crate::store::messages::MessageFilter;
-use crate::store::{PLAN_ONCE_BY_KEY, customers, endpoints, is_postgres, subscriptions};
+use crate::store::{customers, endpoints, subscriptions};
 
 async fn visible(services: &Services, who: &Principal, id: &EndpointId) -> Result<endpoint::Model> {
     endpoints::get(&services.db, id)
@@ -23,22 +22,11 @@ async fn visible(services: &Services, who: &Principal, id: &EndpointId) -> Resul
         .ok_or(ServiceError::NotFound("endpoint"))
 }
 
-/// A transaction for the page's reads. Each joins the attempts it read (a bounded number) to
-/// their messages by key; on PostgreSQL, with statistics, the planner would rather hash a scan
-/// of every message, which took 0.4 s at a million (docs/performance.md, "History").
-async fn by_key(services: &Services) -> Result<DatabaseTransaction> {
-    let txn = services.db.begin().await?;
-    if is_postgres(&services.db) {
-        txn.execute_unprepared(PLAN_ONCE_BY_KEY).await?;
-    }
-    Ok(txn)
-}
-
 pub async fn health(services: &Services, who: &Principal, id: &EndpointId) -> Result<EndpointHealth> {
     let row = visible(services, who, id).await?;
     let now = services.now_ms();
-    let w = Window { customer_id: &row.customer_id, endpoint_id: &row.id, since_ms: health::window_start(now) };
-    let txn = by_key(services).await?;
+    let w = HealthWindow { customer_id: &row.customer_id, endpoint_id: &row.id, since_ms: health::window_start(now) };
+    let txn = store::reads_by_key(&services.db).await?;
     let summary = health::summarize(&store::tallies(&txn, w, SCANNED).await?, now);
     let (capped, oldest_read) = store::coverage(&txn, w, SCANNED).await?;
     let mut times = store::times_to_deliver(&txn, w, SCANNED).await?;
@@ -90,12 +78,12 @@ pub async fn replay_failures(
     let failure = FailureKind::parse(kind)
         .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 999) or an error kind"))?;
     let row = visible(services, who, id).await?;
-    let w = Window {
+    let w = HealthWindow {
         customer_id: &row.customer_id,
         endpoint_id: &row.id,
         since_ms: health::window_start(services.now_ms()),
     };
-    let txn = by_key(services).await?;
+    let txn = store::reads_by_key(&services.db).await?;
     let ids = store::dead_of_kind(&txn, w, failure, SCANNED).await?;
     txn.commit().await?;
     if ids.is_empty() {
@@ -113,8 +101,5 @@ pub async fn replay_failures(
         detail: json!({"endpoint_id": row.id, "failure": failure.key()}),
     };
     let replayed = replay(services, &filter, Some(ids), change).await?;
-    if replayed > 0 {
-        services.pipeline.wake.notify_one();
-    }
     Ok(dto::ReplayResult { replayed })
 }

@@ -9,10 +9,11 @@ use serde_json::json;
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
+use crate::pipeline::Due;
 use crate::pipeline::operational::{report_dead, report_endpoints};
 use crate::store::endpoints::{circuit_of, save_circuit};
 use crate::store::page::{self, PageRequest};
-use crate::store::{endpoints, messages, notify};
+use crate::store::{endpoints, messages};
 
 pub async fn list(
     services: &Services,
@@ -52,7 +53,6 @@ pub async fn unlock(services: &Services, who: &Principal, id: &EndpointId, backl
     };
     // The rest of the held messages, and those deferred to the next probe, are due now.
     let released = messages::release_endpoint(&txn, id, row.next_probe_at.unwrap_or(now).max(now), now).await?;
-    notify::send(&txn, services.pipeline.wake.origin()).await?;
     // The customer is told, in the same transaction, of the closed circuit and the ended messages.
     let breaker = services.settings.breaker.config();
     let report = EndpointReport::of(id, &row.url, &circuit, "unlocked", now, &breaker);
@@ -66,9 +66,7 @@ pub async fn unlock(services: &Services, who: &Principal, id: &EndpointId, backl
         detail["older_than_secs"] = secs.into();
     }
     audit::record(&txn, services, who, "endpoint.unlock", id, Some(&row.customer_id), detail).await?;
-    txn.commit().await?;
-    services.pipeline.wake.notify_one();
-    announced.wake(&services.pipeline);
+    services.pipeline.commit_and_wake(txn, Due::anything().and(announced)).await?;
     let row = endpoints::get(&services.db, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;
     Ok(views::endpoint(row, services.now_ms(), services.settings.breaker.window_secs as i64 * 1000))
 }

@@ -3,7 +3,6 @@
 //! archive of kept events, and the replay of a time window of it.
 
 use domain::dto;
-use domain::errors::FieldError;
 use domain::event::CloudEvent;
 use domain::ids::{CustomerId, EventId, MessageId, SubscriptionId};
 use domain::operational;
@@ -14,48 +13,13 @@ use serde_json::{Value, json};
 
 use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::{self, new_id};
+use crate::pipeline::Due;
 use crate::store::entities::{event, message};
 use crate::store::events::EventFilter;
 use crate::store::messages::{message_for, pending_message};
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::{event_types, policy_of};
-use crate::store::{customers, events, messages, notify, subscriptions};
-
-pub use domain::event::MAX_BATCH;
-
-/// Parses one event, or a batch when `batch` is set (the body must then be an array).
-pub fn parse(body: Value, batch: bool) -> Result<Vec<CloudEvent>> {
-    let items = match (body, batch) {
-        (Value::Array(items), _) => {
-            if items.is_empty() || items.len() > MAX_BATCH {
-                return Err(ServiceError::field("body", "a batch holds 1 to 1000 events"));
-            }
-            items
-        }
-        (_, true) => return Err(ServiceError::field("body", "a batch must be a JSON array of events")),
-        (single, false) => return Ok(vec![publishable(single, "").map_err(ServiceError::Invalid)?]),
-    };
-    let mut parsed = Vec::with_capacity(items.len());
-    let mut errors: Vec<FieldError> = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        match publishable(item, &format!("[{i}]")) {
-            Ok(event) => parsed.push(event),
-            Err(e) => errors.extend(e),
-        }
-    }
-    if errors.is_empty() { Ok(parsed) } else { Err(ServiceError::Invalid(errors)) }
-}
-
-/// A valid CloudEvent whose type is not one of Herald's own (`herald.` is reserved).
-fn publishable(value: Value, prefix: &str) -> std::result::Result<CloudEvent, Vec<FieldError>> {
-    let event = CloudEvent::parse(value, prefix)?;
-    if operational::is_herald_type(event.event_type()) {
-        let field = if prefix.is_empty() { "type".to_string() } else { format!("{prefix}.type") };
-        let reason = format!("the prefix {:?} is reserved for Herald's own events", operational::RESERVED_PREFIX);
-        return Err(vec![FieldError::new(field, reason)]);
-    }
-    Ok(event)
-}
+use crate::store::{customers, events, messages, subscriptions};
 
 pub async fn publish(
     services: &Services,
@@ -105,9 +69,7 @@ pub async fn send_test(services: &Services, who: &Principal, subscription_id: &S
     let txn = services.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, std::slice::from_ref(&msg)).await?;
-    notify::send(&txn, services.pipeline.wake.origin()).await?;
-    txn.commit().await?;
-    services.pipeline.wake.notify_one();
+    services.pipeline.commit_and_wake(txn, Due::anything()).await?;
     Ok(id)
 }
 
@@ -212,8 +174,7 @@ pub async fn get(
 /// accepts (narrowed by `event_types` and `source`) a new message for it: a new
 /// id, a fresh attempt budget and TTL, whether or not it had one before. Written
 /// a few hundred at a time, each batch in its own transaction.
-pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
-    let body = ReplayWindowBody::read(body)?;
+pub async fn replay_window(services: &Services, who: &Principal, body: ReplayWindowBody) -> Result<dto::ReplayResult> {
     let (since, until) = (body.since.text, body.until.text);
     let (since_ms, until_ms) = (body.since.ms, body.until.ms);
     if since_ms >= until_ms {
@@ -257,9 +218,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: &Value) -
             let txn = services.db.begin().await?;
             messages::insert_many(&txn, &new_messages).await?;
             events::add_message_ids(&txn, &listed).await?;
-            notify::send(&txn, services.pipeline.wake.origin()).await?;
-            txn.commit().await?;
-            services.pipeline.wake.stored_for([sub.endpoint_id.clone()]);
+            services.pipeline.commit_and_wake(txn, Due::first_attempts_of(sub.endpoint_id.clone())).await?;
         }
         if (batch.len() as u64) < REPLAY_BATCH {
             break;

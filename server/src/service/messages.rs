@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
+use crate::pipeline::Due;
 use crate::store::messages::MessageFilter;
 use crate::store::page::{self, PageRequest};
-use crate::store::{attempts, events, messages, notify};
+use crate::store::{attempts, events, messages};
 
 /// The delivery log's filter that a query asks for, within what `who` may see.
 fn filter(who: &Principal, q: &MessageQuery) -> MessageFilter {
@@ -84,14 +85,12 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
             row.state
         )));
     }
-    services.pipeline.wake.notify_one();
     let row = messages::get(&services.db, id).await?.ok_or(ServiceError::NotFound("message"))?;
     Ok(views::message(row))
 }
 
 /// Replays every dead message that matches the filter.
-pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> Result<dto::ReplayResult> {
-    let body = BulkReplayBody::read(body)?;
+pub async fn replay_bulk(services: &Services, who: &Principal, body: BulkReplayBody) -> Result<dto::ReplayResult> {
     let filter = MessageFilter {
         ids: None,
         customer_id: who.customer_filter(body.customer_id.as_deref()),
@@ -112,9 +111,6 @@ pub async fn replay_bulk(services: &Services, who: &Principal, body: &Value) -> 
     }
     let change = Change { who, action: "messages.replay", target: "messages", detail };
     let replayed = replay(services, &filter, None, change).await?;
-    if replayed > 0 {
-        services.pipeline.wake.notify_one();
-    }
     Ok(dto::ReplayResult { replayed })
 }
 
@@ -127,7 +123,7 @@ pub(super) struct Change<'a> {
 }
 
 /// Replays in one transaction that also writes the audit row (when anything
-/// was replayed) and wakes other instances at commit.
+/// was replayed), then wakes the lanes.
 pub(super) async fn replay(
     services: &Services,
     filter: &MessageFilter,
@@ -141,8 +137,7 @@ pub(super) async fn replay(
         detail["replayed"] = replayed.into();
         let customer_id = filter.customer_id.as_ref();
         audit::record(&txn, services, change.who, change.action, change.target, customer_id, detail).await?;
-        notify::send(&txn, services.pipeline.wake.origin()).await?;
     }
-    txn.commit().await?;
+    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
     Ok(replayed)
 }

@@ -8,6 +8,7 @@ pub mod customers;
 pub mod endpoint_health;
 pub mod endpoints;
 pub mod events;
+pub mod liveness;
 pub mod messages;
 pub mod overview;
 pub mod policies;

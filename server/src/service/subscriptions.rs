@@ -4,7 +4,7 @@
 use domain::dto;
 use domain::ids::{CustomerId, SubscriptionId};
 use domain::policy::RetryPolicy;
-use domain::request::{SubscriptionBody, SubscriptionPatch};
+use domain::request::{EventTypes, Integer, SubscriptionBody, SubscriptionPatch, Text};
 use domain::signing::secret_from_bytes;
 use domain::states::{ContentMode, EndpointState, SubscriptionStatus};
 use domain::target::TargetUrl;
@@ -14,53 +14,24 @@ use serde_json::{Value, json};
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
 use crate::ids::{self, random_bytes};
+use crate::pipeline::Due;
 use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::policy_of;
-use crate::store::{customers, endpoints, messages, notify, subscriptions};
+use crate::store::{customers, endpoints, messages, subscriptions};
 
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
 /// How long the previous secret keeps signing after a rotation.
 pub const ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
 
-/// The fields a client may set; `None` leaves a field as it is (or its default on create).
-#[derive(Debug, Default)]
-struct Changes {
-    name: Option<String>,
-    url: Option<TargetUrl>,
-    event_types: Option<Vec<String>>,
-    retry_policy: Option<RetryPolicy>,
-    timeout_ms: Option<i64>,
-    content_mode: Option<ContentMode>,
-    status: Option<SubscriptionStatus>,
-    customer_id: Option<CustomerId>,
-}
-
-/// Reads a create's body (`SubscriptionBody`) or a change's (`SubscriptionPatch`); a private
-/// address is refused unless the settings allow it.
-fn parse_changes(body: &Value, creating: bool, allow_private: bool) -> Result<Changes> {
-    let (b, customer_id) = if creating {
-        let created = SubscriptionBody::read(body)?;
-        (created.to_patch(), created.customer_id)
-    } else {
-        (SubscriptionPatch::read(body)?, None)
-    };
-    let c = Changes {
-        name: b.name.map(|n| n.0),
-        url: b.url,
-        event_types: b.event_types.map(|t| t.0),
-        retry_policy: b.retry_policy,
-        timeout_ms: b.timeout_ms.map(|t| t.0),
-        content_mode: b.content_mode,
-        status: b.status,
-        customer_id,
-    };
-    if !allow_private && c.url.as_ref().is_some_and(TargetUrl::is_forbidden_literal) {
+/// A private address is refused unless the settings allow it.
+fn check_target(services: &Services, url: Option<&TargetUrl>) -> Result<()> {
+    if !services.settings.allow_private_targets && url.is_some_and(TargetUrl::is_forbidden_literal) {
         return Err(ServiceError::field("url", "targets a private, loopback or link-local address"));
     }
-    Ok(c)
+    Ok(())
 }
 
 fn new_endpoint(services: &Services, customer_id: &CustomerId, url: &TargetUrl) -> endpoint::Model {
@@ -80,13 +51,13 @@ fn new_endpoint(services: &Services, customer_id: &CustomerId, url: &TargetUrl) 
     }
 }
 
-pub async fn create(services: &Services, who: &Principal, body: &Value) -> Result<dto::Subscription> {
-    let c = parse_changes(body, true, services.settings.allow_private_targets)?;
-    let customer_id = who.customer_for_write(c.customer_id.as_deref())?;
+pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody) -> Result<dto::Subscription> {
+    check_target(services, Some(&body.url))?;
+    let customer_id = who.customer_for_write(body.customer_id.as_deref())?;
     customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
-    let url = c.url.expect("required on create");
+    let url = body.url;
     let now = services.now_ms();
-    let policy = c.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
+    let policy = body.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
     let txn = services.db.begin().await?;
     let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &customer_id, &url)).await?;
     let id: SubscriptionId = ids::new();
@@ -95,14 +66,14 @@ pub async fn create(services: &Services, who: &Principal, body: &Value) -> Resul
         secret: services.sealer.seal(&secret, &id),
         id,
         customer_id,
-        name: c.name.unwrap_or_default(),
+        name: body.name.0,
         url: url.as_str().to_string(),
         endpoint_id: endpoint.id,
-        event_types: serde_json::to_string(&c.event_types.unwrap_or_default()).unwrap_or_default(),
+        event_types: serde_json::to_string(&body.event_types.0).unwrap_or_default(),
         retry_policy: policy.to_json().to_string(),
-        timeout_ms: c.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS) as i32,
-        content_mode: c.content_mode.unwrap_or(ContentMode::Structured),
-        status: c.status.unwrap_or(SubscriptionStatus::Active),
+        timeout_ms: body.timeout_ms.map_or(DEFAULT_TIMEOUT_MS, |Integer(ms)| ms) as i32,
+        content_mode: body.content_mode.unwrap_or(ContentMode::Structured),
+        status: body.status.unwrap_or(SubscriptionStatus::Active),
         previous_secret: None,
         previous_secret_expires_at: None,
         created_at: now,
@@ -148,38 +119,40 @@ pub async fn update(
     services: &Services,
     who: &Principal,
     id: &SubscriptionId,
-    body: &Value,
+    patch: SubscriptionPatch,
 ) -> Result<dto::Subscription> {
-    let c = parse_changes(body, false, services.settings.allow_private_targets)?;
+    check_target(services, patch.url.as_ref())?;
+    let detail = changed_fields(&patch);
     let mut row = visible(services, who, id).await?;
+    let mut due = Due::nothing();
     let was_paused = row.status == SubscriptionStatus::Paused;
     let txn = services.db.begin().await?;
-    if let Some(url) = c.url
+    if let Some(url) = patch.url
         && url.as_str() != row.url
     {
         let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &row.customer_id, &url)).await?;
         let locked = endpoint.state == EndpointState::Locked;
         messages::move_to_endpoint(&txn, &row.id, &endpoint.id, locked, services.now_ms()).await?;
-        notify::send(&txn, services.pipeline.wake.origin()).await?;
+        due = Due::anything();
         row.url = url.as_str().to_string();
         row.endpoint_id = endpoint.id;
     }
-    if let Some(name) = c.name {
+    if let Some(Text(name)) = patch.name {
         row.name = name;
     }
-    if let Some(types) = c.event_types {
+    if let Some(EventTypes(types)) = patch.event_types {
         row.event_types = serde_json::to_string(&types).unwrap_or_default();
     }
-    if let Some(policy) = c.retry_policy {
+    if let Some(policy) = patch.retry_policy {
         row.retry_policy = policy.to_json().to_string();
     }
-    if let Some(timeout) = c.timeout_ms {
+    if let Some(Integer(timeout)) = patch.timeout_ms {
         row.timeout_ms = timeout as i32;
     }
-    if let Some(mode) = c.content_mode {
+    if let Some(mode) = patch.content_mode {
         row.content_mode = mode;
     }
-    if let Some(status) = c.status {
+    if let Some(status) = patch.status {
         row.status = status;
     }
     row.updated_at = services.now_ms();
@@ -191,19 +164,29 @@ pub async fn update(
         let locked = endpoint.is_some_and(|e| e.state == EndpointState::Locked);
         let ttl_ms = policy_of(&row).ttl_secs as i64 * 1000;
         messages::release_paused(&txn, &row.id, &row.endpoint_id, locked, ttl_ms, row.updated_at).await?;
-        notify::send(&txn, services.pipeline.wake.origin()).await?;
+        due = due.and_first_attempts_of(row.endpoint_id.clone());
     }
-    // The fields the request named, with their new values (the URL's, not a secret).
-    let changed: serde_json::Map<String, Value> =
-        body.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
-    audit::record(&txn, services, who, "subscription.update", &row.id, Some(&row.customer_id), Value::Object(changed))
-        .await?;
-    txn.commit().await?;
-    services.pipeline.wake.notify_one();
-    if resumed {
-        services.pipeline.wake.stored_for([row.endpoint_id.clone()]);
-    }
+    audit::record(&txn, services, who, "subscription.update", &row.id, Some(&row.customer_id), detail).await?;
+    services.pipeline.commit_and_wake(txn, due).await?;
     with_secret(services, row)
+}
+
+/// The fields a change names, with their new values (the URL's, not a secret), for its audit row.
+fn changed_fields(patch: &SubscriptionPatch) -> Value {
+    let mut fields = serde_json::Map::new();
+    let mut set = |name: &str, value: Option<Value>| {
+        if let Some(value) = value {
+            fields.insert(name.to_string(), value);
+        }
+    };
+    set("name", patch.name.as_ref().map(|Text(name)| json!(name)));
+    set("url", patch.url.as_ref().map(|url| json!(url.as_str())));
+    set("event_types", patch.event_types.as_ref().map(|EventTypes(types)| json!(types)));
+    set("retry_policy", patch.retry_policy.as_ref().map(RetryPolicy::to_json));
+    set("timeout_ms", patch.timeout_ms.map(|Integer(ms)| json!(ms)));
+    set("content_mode", patch.content_mode.map(|mode| json!(mode)));
+    set("status", patch.status.map(|status| json!(status)));
+    Value::Object(fields)
 }
 
 /// Deletes the subscription; its undelivered messages end `dead` with
@@ -217,8 +200,7 @@ pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -
     let announced = report_dead(&services.pipeline, &txn, &ended).await?;
     let detail = json!({"name": row.name, "url": row.url, "dead_messages": ended.len()});
     audit::record(&txn, services, who, "subscription.delete", &row.id, Some(&row.customer_id), detail).await?;
-    txn.commit().await?;
-    announced.wake(&services.pipeline);
+    services.pipeline.commit_and_wake(txn, announced.into()).await?;
     Ok(())
 }
 

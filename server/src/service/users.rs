@@ -1,22 +1,26 @@
-//! Dashboard users: login and listing.
+//! Dashboard users: creating them, login and listing.
 
 use std::sync::LazyLock;
 
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordVerifier};
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use domain::dto;
 use domain::ids::UserId;
+use domain::request::UserBody;
 use domain::states::Role;
+use sea_orm::TransactionTrait;
+use serde_json::json;
 
 use super::Services;
-use super::{Principal, Result};
+use super::{Principal, Result, ServiceError, audit};
 use crate::clock::to_utc;
+use crate::ids;
 use crate::store::entities::user;
-use crate::store::users;
+use crate::store::{customers, is_unique_violation, users};
 
 /// A hash to verify against when the username is unknown, so that a wrong
 /// username costs as long as a wrong password.
-static DECOY_HASH: LazyLock<String> = LazyLock::new(|| super::customers::hash_password("no such user"));
+static DECOY_HASH: LazyLock<String> = LazyLock::new(|| hash_password("no such user"));
 
 /// The user with this name and password, if both are right.
 pub async fn verify_login(services: &Services, username: &str, password: &str) -> Result<Option<user::Model>> {
@@ -58,5 +62,72 @@ pub fn principal(row: &user::Model) -> Principal {
     match (row.role, &row.customer_id) {
         (Role::Admin, _) | (_, None) => Principal::Admin { actor },
         (_, Some(customer_id)) => Principal::Customer { customer_id: customer_id.clone(), actor },
+    }
+}
+
+/// A dashboard user: a `customer` user names its customer, an `admin` does not.
+pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Result<dto::User> {
+    who.require_admin()?;
+    let (username, password, role) = (body.username.0, body.password.0, body.role);
+    let customer_id = body.customer_id;
+    match (role, &customer_id) {
+        (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
+        (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),
+        _ => {}
+    }
+    if let Some(id) = &customer_id {
+        customers::get(&services.db, id)
+            .await?
+            .ok_or_else(|| ServiceError::field("customer_id", "no such customer"))?;
+    }
+    let row = user::Model {
+        id: ids::new(),
+        username,
+        password_hash: hash_password(&password),
+        role,
+        customer_id,
+        created_at: services.now_ms(),
+    };
+    let txn = services.db.begin().await?;
+    match users::insert(&txn, row.clone()).await {
+        Err(e) if is_unique_violation(&e) => return Err(ServiceError::field("username", "is taken")),
+        other => other?,
+    }
+    let detail = json!({"username": row.username, "role": row.role});
+    audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_ref(), detail).await?;
+    txn.commit().await?;
+    Ok(view(row))
+}
+
+fn hash_password(password: &str) -> String {
+    let salt = SaltString::encode_b64(&crate::ids::random_bytes::<16>()).expect("16 bytes make a valid salt");
+    Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).unwrap_or_default()
+}
+
+/// On an empty database, creates `admin` with the configured password, or a
+/// random one printed once.
+pub async fn ensure_admin_user(services: &Services) -> Result<()> {
+    if users::count(&services.db).await? > 0 {
+        return Ok(());
+    }
+    let password = match &services.settings.admin_password {
+        Some(p) => p.clone(),
+        None => {
+            let generated = crate::ids::new_api_token().trim_start_matches("hk_")[..20].to_string();
+            tracing::warn!("created the dashboard user `admin` with the password {generated} (shown once)");
+            generated
+        }
+    };
+    let row = user::Model {
+        id: ids::new(),
+        username: "admin".into(),
+        password_hash: hash_password(&password),
+        role: Role::Admin,
+        customer_id: None,
+        created_at: services.now_ms(),
+    };
+    match users::insert(&services.db, row).await {
+        Err(e) if is_unique_violation(&e) => Ok(()),
+        other => Ok(other?),
     }
 }

@@ -1,13 +1,10 @@
 //! The audit log's rows: one per change, written in the change's transaction.
 
 use domain::ids::CustomerId;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter};
 
 use super::entities::audit::{self, Column, Entity as Audit};
-use super::page::PageRequest;
+use super::page::{self, PageRequest};
 use crate::ids;
 
 /// The actor of the changes Herald makes by itself (an endpoint's circuit opening, say).
@@ -54,10 +51,7 @@ pub async fn list(
     filter: &AuditFilter,
     page: &PageRequest,
 ) -> Result<Vec<audit::Model>, DbErr> {
-    let mut query = Audit::find().order_by_desc(Column::Id).limit(page.limit + 1);
-    if let Some(before) = &page.before {
-        query = query.filter(Column::Id.lt(before.clone()));
-    }
+    let mut query = Audit::find();
     if let Some(customer_id) = &filter.customer_id {
         query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
@@ -73,5 +67,5 @@ pub async fn list(
     if let Some(until) = filter.until_ms {
         query = query.filter(Column::At.lt(until));
     }
-    query.all(db).await
+    page::newest(db, query, Column::Id, page).await
 }

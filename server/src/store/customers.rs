@@ -1,13 +1,10 @@
 //! Customers.
 
 use domain::ids::CustomerId;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter};
 
 use super::entities::customer::{self, Entity as Customers};
-use super::page::PageRequest;
+use super::page::{self, PageRequest};
 
 pub async fn insert(db: &impl ConnectionTrait, row: customer::Model) -> Result<(), DbErr> {
     Customers::insert(row.into_active_model().reset_all()).exec_without_returning(db).await.map(|_| ())
@@ -25,9 +22,5 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<CustomerId>) -> Result<V
 }
 
 pub async fn list(db: &impl ConnectionTrait, page: &PageRequest) -> Result<Vec<customer::Model>, DbErr> {
-    let mut query = Customers::find().order_by_desc(customer::Column::Id).limit(page.limit + 1);
-    if let Some(before) = &page.before {
-        query = query.filter(customer::Column::Id.lt(before.clone()));
-    }
-    query.all(db).await
+    page::newest(db, Customers::find(), customer::Column::Id, page).await
 }

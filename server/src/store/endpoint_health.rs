@@ -12,14 +12,18 @@
 use domain::health::{FailureKind, Tally};
 use domain::ids::{CustomerId, EndpointId, MessageId};
 use domain::states::{ErrorKind, Outcome};
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, Statement, TransactionTrait, Value,
+};
+
+use super::{PLAN_ONCE_BY_KEY, is_postgres};
 
 /// The most of the customer's latest attempts one statement reads.
 pub const SCANNED: u64 = 10_000;
 
 /// The endpoint's attempts since `since_ms` (unix milliseconds).
 #[derive(Debug, Clone, Copy)]
-pub struct Window<'a> {
+pub struct HealthWindow<'a> {
     pub customer_id: &'a CustomerId,
     pub endpoint_id: &'a EndpointId,
     pub since_ms: i64,
@@ -40,7 +44,7 @@ fn from(scanned: u64) -> String {
 const DIED_OF_IT: &str = "m.state = 'dead' AND a.number = m.attempt_count AND m.attempt_count > m.attempt_base \
                           AND m.dead_reason <> 'subscription_deleted'";
 
-impl Window<'_> {
+impl HealthWindow<'_> {
     fn values(&self) -> Vec<Value> {
         vec![self.customer_id.as_str().into(), self.since_ms.into(), self.endpoint_id.as_str().into()]
     }
@@ -76,8 +80,19 @@ fn kind_condition(kind: FailureKind) -> (&'static str, Value) {
     }
 }
 
+/// A transaction for the page's reads. Each joins the attempts it read (a bounded number) to
+/// their messages by key; on PostgreSQL, with statistics, the planner would rather hash a scan
+/// of every message, which took 0.4 s at a million (docs/performance.md, "History").
+pub async fn reads_by_key(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    let txn = db.begin().await?;
+    if is_postgres(db) {
+        txn.execute_unprepared(PLAN_ONCE_BY_KEY).await?;
+    }
+    Ok(txn)
+}
+
 /// The window's attempts (of the customer's latest `scanned`) counted per hour and way of ending.
-pub async fn tallies(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> Result<Vec<Tally>, DbErr> {
+pub async fn tallies(db: &impl ConnectionTrait, w: HealthWindow<'_>, scanned: u64) -> Result<Vec<Tally>, DbErr> {
     let backend = db.get_database_backend();
     let rows = db.query_all_raw(statement(backend, &tallies_sql(scanned), w.values())).await?;
     rows.iter()
@@ -115,7 +130,11 @@ fn tallies_sql(scanned: u64) -> String {
 
 /// Whether the window holds more of the customer's attempts than a statement
 /// reads, and the oldest start among those it reads.
-pub async fn coverage(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> Result<(bool, Option<i64>), DbErr> {
+pub async fn coverage(
+    db: &impl ConnectionTrait,
+    w: HealthWindow<'_>,
+    scanned: u64,
+) -> Result<(bool, Option<i64>), DbErr> {
     let sql = format!(
         "SELECT count(*) AS n, min(started_at) AS oldest FROM (SELECT started_at FROM attempts \
            WHERE customer_id = ? AND started_at >= ? ORDER BY started_at DESC LIMIT {}) s",
@@ -132,7 +151,7 @@ pub async fn coverage(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) ->
 
 /// Milliseconds from each delivered message's publish (or replay, or resume)
 /// to the end of its successful attempt, for the latest `limit` deliveries.
-pub async fn times_to_deliver(db: &impl ConnectionTrait, w: Window<'_>, scanned: u64) -> Result<Vec<i64>, DbErr> {
+pub async fn times_to_deliver(db: &impl ConnectionTrait, w: HealthWindow<'_>, scanned: u64) -> Result<Vec<i64>, DbErr> {
     let success = Outcome::Success.as_str();
     let from = from(scanned);
     // An attempt before the message's current series (a delivered message
@@ -149,7 +168,7 @@ pub async fn times_to_deliver(db: &impl ConnectionTrait, w: Window<'_>, scanned:
 /// The latest failed attempt of a kind: its response body and message id.
 pub async fn latest_failure(
     db: &impl ConnectionTrait,
-    w: Window<'_>,
+    w: HealthWindow<'_>,
     kind: FailureKind,
     scanned: u64,
 ) -> Result<Option<(Option<String>, String)>, DbErr> {
@@ -172,7 +191,7 @@ pub async fn latest_failure(
 /// The dead messages whose last attempt, in the window, failed with `kind`.
 pub async fn dead_of_kind(
     db: &impl ConnectionTrait,
-    w: Window<'_>,
+    w: HealthWindow<'_>,
     kind: FailureKind,
     scanned: u64,
 ) -> Result<Vec<MessageId>, DbErr> {
@@ -203,7 +222,7 @@ mod tests {
     async fn the_window_is_read_through_the_attempts_by_customer_and_time() {
         use crate::store::messages::plans::plan;
         let (customer_id, endpoint_id) = (CustomerId::from("cus_1"), EndpointId::from("ep_1"));
-        let w = Window { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
+        let w = HealthWindow { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
         let plan = plan(statement(DbBackend::Sqlite, &tallies_sql(100), w.values())).await.join("\n");
         assert!(plan.contains("idx_attempts_customer_started (customer_id=? AND started_at>?)"), "{plan}");
         assert!(plan.contains("sqlite_autoindex_messages_1 (id=?)"), "{plan}");
@@ -251,7 +270,7 @@ mod tests {
         crate::store::messages::insert_many(&db, &messages).await.unwrap();
         crate::store::attempts::insert_many(&db, attempts).await.unwrap();
         let (customer_id, endpoint_id) = (CustomerId::from("cus_1"), EndpointId::from("ep_1"));
-        let w = Window { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
+        let w = HealthWindow { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
         let all = tallies(&db, w, 100).await.unwrap();
         assert_eq!(all.iter().map(|t| t.count).sum::<u64>(), 3);
         assert_eq!(coverage(&db, w, 100).await.unwrap(), (false, Some(1_000)));
@@ -260,7 +279,7 @@ mod tests {
         assert_eq!(latest.iter().map(|t| t.count).sum::<u64>(), 2);
         assert_eq!(latest.iter().map(|t| t.earliest_ms).min(), Some(2_000), "the 503 and the next");
         assert_eq!(coverage(&db, w, 3).await.unwrap(), (true, Some(1_000)), "the window holds more than three");
-        let since = Window { since_ms: 2_500, ..w };
+        let since = HealthWindow { since_ms: 2_500, ..w };
         assert_eq!(tallies(&db, since, 100).await.unwrap().iter().map(|t| t.count).sum::<u64>(), 1);
     }
 }

@@ -13,7 +13,7 @@ use sea_orm::{
 };
 
 use super::entities::endpoint::{self, Column, Entity as Endpoints};
-use super::page::PageRequest;
+use super::page::{self, PageRequest};
 use super::recordset::{self, Type, col, nullable};
 
 /// The endpoint of `(customer, url)`, created closed when it does not exist yet.
@@ -40,14 +40,11 @@ pub async fn list(
     customer_id: Option<&CustomerId>,
     page: &PageRequest,
 ) -> Result<Vec<endpoint::Model>, DbErr> {
-    let mut query = Endpoints::find().order_by_desc(Column::Id).limit(page.limit + 1);
+    let mut query = Endpoints::find();
     if let Some(customer_id) = customer_id {
         query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
-    if let Some(before) = &page.before {
-        query = query.filter(Column::Id.lt(before.clone()));
-    }
-    query.all(db).await
+    page::newest(db, query, Column::Id, page).await
 }
 
 /// Endpoints whose circuit is disabled or locked.

@@ -261,6 +261,11 @@ pub fn describe(settings: &Settings) -> String {
 }
 
 /// A statement that took longer than `deadline`, as the error of an unavailable database.
+/// One round trip to the database, for the health check.
+pub async fn ping(db: &DatabaseConnection) -> Result<(), DbErr> {
+    db.execute_unprepared("SELECT 1").await.map(drop)
+}
+
 pub fn too_slow(deadline: Duration) -> DbErr {
     DbErr::Conn(RuntimeErr::Internal(format!("no answer within {} ms", deadline.as_millis())))
 }

@@ -26,7 +26,6 @@ pub mod retention;
 pub mod sessions;
 pub mod subscriptions;
 pub mod users;
-pub mod writers;
 
 use std::time::Duration;
 

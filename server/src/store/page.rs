@@ -66,6 +66,17 @@ pub async fn newest_first<E: EntityTrait>(
     Ok((rows, upper))
 }
 
+/// A page of `query`, newest first, one row more than `page.limit` when another follows, for a
+/// filter an index answers whole.
+pub async fn newest<E: EntityTrait>(
+    db: &impl ConnectionTrait,
+    query: Select<E>,
+    id: E::Column,
+    page: &PageRequest,
+) -> Result<Vec<E::Model>, DbErr> {
+    Ok(newest_first(db, None, query, id, page).await?.0)
+}
+
 /// Splits a fetch of `limit + 1` rows into the page, the next cursor and, when the search
 /// stopped at `stop` before the page filled, that id: the next page continues below it.
 pub fn finish_search<T>(

@@ -16,7 +16,7 @@ use sea_orm::{
 
 use super::entities::endpoint;
 use super::entities::subscription::{self, Column, Entity as Subscriptions};
-use super::page::PageRequest;
+use super::page::{self, PageRequest};
 
 /// The states of a subscription that events go to (a paused one's messages are held).
 const ROUTABLE: [&str; 2] = ["active", "paused"];
@@ -63,14 +63,11 @@ pub async fn list(
     customer_id: Option<&CustomerId>,
     page: &PageRequest,
 ) -> Result<Vec<subscription::Model>, DbErr> {
-    let mut query = Subscriptions::find().order_by_desc(Column::Id).limit(page.limit + 1);
+    let mut query = Subscriptions::find();
     if let Some(customer_id) = customer_id {
         query = query.filter(Column::CustomerId.eq(customer_id.clone()));
     }
-    if let Some(before) = &page.before {
-        query = query.filter(Column::Id.lt(before.clone()));
-    }
-    query.all(db).await
+    page::newest(db, query, Column::Id, page).await
 }
 
 /// The customer's active subscriptions, which an event is matched against.

@@ -10,9 +10,12 @@ use app::ui::backend::{ArchiveFilter, Backend, LogFilter};
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use domain::dto::*;
-use domain::ids::UserId;
+use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId, UserId};
+use domain::policy::RetryPolicy;
 use domain::query::{AuditQuery, EventQuery, MessageQuery, ReadQuery};
-use serde_json::{Value, json};
+use domain::request::{
+    BulkReplayBody, NameBody, ReadBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch, UserBody,
+};
 use tower_sessions::Session;
 
 use crate::service::{
@@ -39,9 +42,7 @@ impl DashboardBackend {
 fn ui_error(e: ServiceError) -> UiError {
     match e {
         ServiceError::NotFound(_) | ServiceError::NotFoundField { .. } | ServiceError::Forbidden => UiError::NotFound,
-        ServiceError::Invalid(errors) => {
-            UiError::Invalid(errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
-        }
+        ServiceError::Invalid(errors) => UiError::invalid(&errors),
         ServiceError::Conflict(text) => UiError::Invalid(text),
         ServiceError::Db(e) => {
             tracing::error!(error = %e, "database error in the dashboard");
@@ -116,24 +117,29 @@ impl Backend for DashboardBackend {
         subscriptions::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
     }
 
-    async fn subscription(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::get(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
+    async fn subscription(&self, v: &Viewer, id: &SubscriptionId) -> Result<Subscription, UiError> {
+        subscriptions::get(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn create_subscription(&self, v: &Viewer, body: Value) -> Result<Subscription, UiError> {
-        subscriptions::create(&self.services, &principal(v), &body).await.map_err(ui_error)
+    async fn create_subscription(&self, v: &Viewer, body: SubscriptionBody) -> Result<Subscription, UiError> {
+        subscriptions::create(&self.services, &principal(v), body).await.map_err(ui_error)
     }
 
-    async fn update_subscription(&self, v: &Viewer, id: &str, body: Value) -> Result<Subscription, UiError> {
-        subscriptions::update(&self.services, &principal(v), &id.into(), &body).await.map_err(ui_error)
+    async fn update_subscription(
+        &self,
+        v: &Viewer,
+        id: &SubscriptionId,
+        patch: SubscriptionPatch,
+    ) -> Result<Subscription, UiError> {
+        subscriptions::update(&self.services, &principal(v), id, patch).await.map_err(ui_error)
     }
 
-    async fn rotate_secret(&self, v: &Viewer, id: &str) -> Result<Subscription, UiError> {
-        subscriptions::rotate_secret(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
+    async fn rotate_secret(&self, v: &Viewer, id: &SubscriptionId) -> Result<Subscription, UiError> {
+        subscriptions::rotate_secret(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn send_test_event(&self, v: &Viewer, id: &str) -> Result<String, UiError> {
-        events::send_test(&self.services, &principal(v), &id.into()).await.map(String::from).map_err(ui_error)
+    async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError> {
+        events::send_test(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError> {
@@ -151,20 +157,25 @@ impl Backend for DashboardBackend {
         console::log_entries(&self.services, &who, page).await.map_err(ui_error)
     }
 
-    async fn message(&self, v: &Viewer, id: &str) -> Result<MessageDetail, UiError> {
-        messages::detail(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
+    async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageDetail, UiError> {
+        messages::detail(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn replay(&self, v: &Viewer, id: &str) -> Result<Message, UiError> {
-        messages::replay_one(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
+    async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError> {
+        messages::replay_one(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError> {
-        let body = json!({
-            "state": "dead", "subscription_id": filter.subscription_id, "event_type": filter.event_type,
-            "since": filter.since, "until": filter.until,
-        });
-        Ok(messages::replay_bulk(&self.services, &principal(v), &body).await.map_err(ui_error)?.replayed)
+        // The filter's fields read as the bulk replay's body reads them.
+        let body = BulkReplayBody::read_form(&[
+            ("state", Some("dead".into())),
+            ("subscription_id", filter.subscription_id),
+            ("event_type", filter.event_type),
+            ("since", filter.since),
+            ("until", filter.until),
+        ])
+        .map_err(|errors| UiError::invalid(&errors))?;
+        Ok(messages::replay_bulk(&self.services, &principal(v), body).await.map_err(ui_error)?.replayed)
     }
 
     async fn subscription_choices(&self, v: &Viewer, customer_id: Option<String>) -> Result<Vec<Choice>, UiError> {
@@ -203,20 +214,20 @@ impl Backend for DashboardBackend {
         console::event_entries(&self.services, &who, page).await.map_err(ui_error)
     }
 
-    async fn replay_window(&self, v: &Viewer, body: Value) -> Result<u64, UiError> {
-        Ok(events::replay_window(&self.services, &principal(v), &body).await.map_err(ui_error)?.replayed)
+    async fn replay_window(&self, v: &Viewer, body: ReplayWindowBody) -> Result<u64, UiError> {
+        Ok(events::replay_window(&self.services, &principal(v), body).await.map_err(ui_error)?.replayed)
     }
 
-    async fn schedule(&self, _v: &Viewer, policy: Value) -> Result<Preview, UiError> {
-        policies::preview(&json!({ "retry_policy": policy })).map_err(ui_error)
+    async fn schedule(&self, _v: &Viewer, policy: &RetryPolicy) -> Result<Preview, UiError> {
+        Ok(policies::preview(policy))
     }
 
-    async fn endpoint_health(&self, v: &Viewer, id: &str) -> Result<EndpointHealth, UiError> {
-        endpoint_health::health(&self.services, &principal(v), &id.into()).await.map_err(ui_error)
+    async fn endpoint_health(&self, v: &Viewer, id: &EndpointId) -> Result<EndpointHealth, UiError> {
+        endpoint_health::health(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn replay_failures(&self, v: &Viewer, id: &str, kind: &str) -> Result<u64, UiError> {
-        let result = endpoint_health::replay_failures(&self.services, &principal(v), &id.into(), kind).await;
+    async fn replay_failures(&self, v: &Viewer, id: &EndpointId, kind: &str) -> Result<u64, UiError> {
+        let result = endpoint_health::replay_failures(&self.services, &principal(v), id, kind).await;
         Ok(result.map_err(ui_error)?.replayed)
     }
 
@@ -224,34 +235,33 @@ impl Backend for DashboardBackend {
         endpoints::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
     }
 
-    async fn unlock(&self, v: &Viewer, id: &str, backlog: Backlog) -> Result<Endpoint, UiError> {
-        endpoints::unlock(&self.services, &principal(v), &id.into(), backlog).await.map_err(ui_error)
+    async fn unlock(&self, v: &Viewer, id: &EndpointId, backlog: Backlog) -> Result<Endpoint, UiError> {
+        endpoints::unlock(&self.services, &principal(v), id, backlog).await.map_err(ui_error)
     }
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError> {
         customers::list(&self.services, &principal(v), page(cursor)?).await.map_err(ui_error)
     }
 
-    async fn create_customer(&self, v: &Viewer, name: &str) -> Result<Customer, UiError> {
-        customers::create(&self.services, &principal(v), &json!({"name": name})).await.map_err(ui_error)
+    async fn create_customer(&self, v: &Viewer, body: NameBody) -> Result<Customer, UiError> {
+        customers::create(&self.services, &principal(v), body).await.map_err(ui_error)
     }
 
-    async fn create_api_key(&self, v: &Viewer, customer_id: &str, name: &str) -> Result<ApiKeyCreated, UiError> {
-        let key = customers::create_api_key(
-            &self.services,
-            &principal(v),
-            &customer_id.trim().into(),
-            &json!({"name": name}),
-        )
-        .await
-        .map_err(ui_error)?;
+    async fn create_api_key(
+        &self,
+        v: &Viewer,
+        customer_id: &CustomerId,
+        body: NameBody,
+    ) -> Result<ApiKeyCreated, UiError> {
+        let key =
+            customers::create_api_key(&self.services, &principal(v), customer_id, body).await.map_err(ui_error)?;
         let mut tokens = self.new_tokens.lock().expect("tokens lock");
         tokens.retain(|_, (_, at)| at.elapsed() < TOKEN_SHOWN_FOR);
         tokens.insert((v.user_id.clone(), key.id.clone()), (key.token.clone(), Instant::now()));
         Ok(key)
     }
 
-    async fn take_api_key_token(&self, v: &Viewer, key_id: &str) -> Option<String> {
+    async fn take_api_key_token(&self, v: &Viewer, key_id: &ApiKeyId) -> Option<String> {
         let mut tokens = self.new_tokens.lock().expect("tokens lock");
         let (token, at) = tokens.remove(&(v.user_id.clone(), key_id.to_string()))?;
         (at.elapsed() < TOKEN_SHOWN_FOR).then_some(token)
@@ -261,8 +271,8 @@ impl Backend for DashboardBackend {
         users::list(&self.services, &principal(v)).await.map_err(ui_error)
     }
 
-    async fn create_user(&self, v: &Viewer, body: Value) -> Result<User, UiError> {
-        customers::create_user(&self.services, &principal(v), &body).await.map_err(ui_error)
+    async fn create_user(&self, v: &Viewer, body: UserBody) -> Result<User, UiError> {
+        users::create(&self.services, &principal(v), body).await.map_err(ui_error)
     }
 
     async fn audit(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<AuditEntry>, UiError> {

@@ -1,12 +1,11 @@
-//! Property-based fuzzing of the publish body parser, `service::events::parse`: one
+//! Property-based fuzzing of the publish body parser, `domain::event::read_publish`: one
 //! CloudEvent, or a batch of 1 to 1000 whose errors are named by index (`[3].id`).
 //!
 //! Case counts follow proptest's defaults (`PROPTEST_CASES` overrides them).
 
 use domain::errors::FieldError;
-use domain::event::CloudEvent;
+use domain::event::{CloudEvent, MAX_BATCH, read_publish};
 use herald::service::ServiceError;
-use herald::service::events::{MAX_BATCH, parse};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -109,6 +108,11 @@ fn assert_named_by_item(body: &Value, errors: &[FieldError]) -> Result<(), TestC
         }
     }
     Ok(())
+}
+
+/// The publish's refusal as the API answers it.
+fn parse(body: Value, batch: bool) -> Result<Vec<CloudEvent>, ServiceError> {
+    read_publish(body, batch).map_err(ServiceError::Invalid)
 }
 
 proptest! {

@@ -203,7 +203,7 @@ async fn run(opts: Opts) -> Result<()> {
         eprintln!("== {}", report::name(scenario));
         rows.push(scenarios::run(scenario, &opts).await?);
     }
-    let summary = report::Summary::new(&opts, rows);
+    let summary = report::BenchSummary::new(&opts, rows);
     summary.print();
     summary.write_json(&opts.json)?;
     eprintln!("results written to {}", opts.json.display());

@@ -24,7 +24,7 @@ use crate::now_ns;
 const SHARDS: usize = 32;
 
 /// First arrival (ns since the bench started) per webhook-id, and repeat visits.
-pub struct Tally {
+pub struct Arrivals {
     shards: Vec<Mutex<HashMap<String, u64>>>,
     hasher: RandomState,
     distinct: AtomicU64,
@@ -33,9 +33,9 @@ pub struct Tally {
     arrived: Notify,
 }
 
-impl Tally {
-    fn new() -> Tally {
-        Tally {
+impl Arrivals {
+    fn new() -> Arrivals {
+        Arrivals {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             hasher: RandomState::new(),
             distinct: AtomicU64::new(0),
@@ -100,10 +100,10 @@ impl Tally {
 /// message it reports (`data.message_id`), so a second report of one message
 /// counts as a repeat.
 pub struct Tallies {
-    pub ok: Tally,
-    pub fail: Tally,
-    pub later: Tally,
-    pub reports: Tally,
+    pub ok: Arrivals,
+    pub fail: Arrivals,
+    pub later: Arrivals,
+    pub reports: Arrivals,
 }
 
 pub struct Receiver {
@@ -114,8 +114,12 @@ pub struct Receiver {
 
 impl Receiver {
     pub async fn start() -> crate::Result<Receiver> {
-        let tallies =
-            Arc::new(Tallies { ok: Tally::new(), fail: Tally::new(), later: Tally::new(), reports: Tally::new() });
+        let tallies = Arc::new(Tallies {
+            ok: Arrivals::new(),
+            fail: Arrivals::new(),
+            later: Arrivals::new(),
+            reports: Arrivals::new(),
+        });
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let app = Router::new().fallback(hit).with_state(tallies.clone());

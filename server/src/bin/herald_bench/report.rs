@@ -143,7 +143,7 @@ pub struct Comparisons {
 }
 
 #[derive(Serialize)]
-pub struct Summary {
+pub struct BenchSummary {
     pub started_at: String,
     pub herald: String,
     pub cpus: usize,
@@ -151,8 +151,8 @@ pub struct Summary {
     pub comparisons: Comparisons,
 }
 
-impl Summary {
-    pub fn new(opts: &Opts, runs: Vec<Row>) -> Summary {
+impl BenchSummary {
+    pub fn new(opts: &Opts, runs: Vec<Row>) -> BenchSummary {
         let find = |n: &str| runs.iter().find(|r| r.scenario == n);
         let mut c = Comparisons::default();
         if let Some(steady) = find("steady") {
@@ -174,7 +174,7 @@ impl Summary {
             c.idle_p50_ms = Some(idle.p50_ms);
             c.idle_p99_ms = Some(idle.p99_ms);
         }
-        Summary {
+        BenchSummary {
             started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             herald: opts.herald.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),

@@ -12,7 +12,7 @@ use crate::history;
 use crate::measure::{self, MAIN_TYPE};
 use crate::process::Herald;
 use crate::publisher::{self, BATCH, SINGLE, Target};
-use crate::receiver::{Blackhole, Receiver, Tally};
+use crate::receiver::{Arrivals, Blackhole, Receiver};
 use crate::report::{self, Row};
 use crate::{Opts, Result, Scenario};
 
@@ -101,6 +101,7 @@ async fn raw_limit(
     }
 }
 
+/// Subscribes, prepares what the scenario needs, runs the measured load and fills in the row.
 #[allow(clippy::too_many_arguments)]
 async fn drive(
     scenario: Scenario,
@@ -120,71 +121,21 @@ async fn drive(
         api.subscribe(&receiver.url(&format!("/hook/{i}")), MAIN_TYPE, None).await?;
     }
     let history = if scenario == Scenario::Steady && opts.preload_history > 0 {
-        let secs = history::preload(&scratch.database_url, opts.preload_history).await?;
-        eprintln!("history: {} messages loaded in {secs:.0} s", opts.preload_history);
-        if opts.preload_expired > 0 {
-            // Started again with a retention that the oldest part of the history has passed.
-            let env = history::expiring(opts.preload_expired);
-            herald.terminate().await;
-            let bin = opts.herald.as_deref().expect("validated in main");
-            *herald = Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald-2.log")).await?;
-            api.base = herald.base.clone();
-        }
-        Some(removed_messages(client, herald).await?)
+        Some(preload_history(opts, client, herald, scratch, &mut api).await?)
     } else {
         None
     };
     let measured_from = Instant::now();
     let started = Instant::now();
     let burst_ns = crate::now_ns();
-    let (preloaded, _blackhole) = match scenario {
-        Scenario::DeadEndpoint => {
-            let blackhole = Blackhole::start().await?;
-            for i in 0..dead {
-                // A short timeout makes the dead endpoint churn: a failure to record every second per slot.
-                api.subscribe(&blackhole.url(&format!("/dead/{i}")), MAIN_TYPE, Some(1000)).await?;
-            }
-            let retries = prepare_retries(&api, receiver, &blackhole, opts).await?;
-            (retries, Some(blackhole))
-        }
-        Scenario::DeadBurst => {
-            for k in 0..PREP_FANOUT {
-                api.subscribe_tried(&receiver.url(&format!("/fail/{k}")), PREP_TYPE, None, 1).await?;
-            }
-            api.subscribe(&receiver.url("/reports"), "herald.message.dead", None).await?;
-            // Published before the measured load starts; they die and are reported while it runs.
-            publish_prep(&api, PREP_TYPE, opts.dead_burst.div_ceil(PREP_FANOUT)).await?;
-            (opts.dead_burst.div_ceil(PREP_FANOUT) * PREP_FANOUT, None)
-        }
-        Scenario::Backlog => {
-            for k in 0..PREP_FANOUT {
-                api.subscribe(&receiver.url(&format!("/later/{k}")), LATER_TYPE, None).await?;
-            }
-            let events = opts.backlog.div_ceil(PREP_FANOUT);
-            publish_prep(&api, LATER_TYPE, events).await?;
-            wait_prep(&receiver.tallies.later, events * PREP_FANOUT, "scheduled a day later").await?;
-            (events * PREP_FANOUT, None)
-        }
-        _ => (0, None),
-    };
+    let (preloaded, _blackhole) = prepare(scenario, opts, &api, receiver, dead).await?;
     let prep_secs = (preloaded > 0).then(|| started.elapsed().as_secs_f64());
     if let Some(secs) = prep_secs {
         eprintln!("preparation: {preloaded} messages in {secs:.1} s");
     }
     let rss_prep_mb = (preloaded > 0).then(|| herald.peak_rss_mb());
 
-    let bodies: Arc<Vec<Bytes>> = if opts.batch == 0 {
-        singles.clone()
-    } else {
-        Arc::new(
-            (0..opts.events.div_ceil(opts.batch))
-                .map(|b| {
-                    let to = ((b + 1) * opts.batch).min(opts.events);
-                    Bytes::from(publisher::batch("main", MAIN_TYPE, b * opts.batch, to))
-                })
-                .collect(),
-        )
-    };
+    let bodies = measured_bodies(opts, singles);
     let target = Target {
         url: format!("{}/api/v1/events", herald.base),
         bearer: Some(api.token.clone()),
@@ -198,28 +149,126 @@ async fn drive(
     };
     let mut row = report::row(scenario, opts, healthy, dead, preloaded, prep_secs, rss_prep_mb, raw_per_s, m);
     if let Some(removed_before) = history {
-        row.preloaded_history = opts.preload_history;
-        let swept = removed_messages(client, herald).await?.saturating_sub(removed_before);
-        row.swept_messages = Some(swept);
-        row.sweep_per_s = Some(swept as f64 / measured_from.elapsed().as_secs_f64());
+        record_sweep(&mut row, opts, client, herald, removed_before, measured_from).await?;
     }
     if scenario == Scenario::DeadBurst {
-        // Every burst message failed, then reports arrive until all are in or none came for 5 s.
-        let failed = &receiver.tallies.fail;
-        failed.wait_for(preloaded as u64, Duration::from_secs(120)).await;
-        row.dead_burst_failed_secs =
-            failed.take().into_values().max().map(|ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
-        let reports = &receiver.tallies.reports;
-        let mut seen = reports.distinct();
-        while !reports.wait_for(preloaded as u64, Duration::from_secs(5)).await && reports.distinct() > seen {
-            seen = reports.distinct();
-        }
-        row.dead_reported_twice = Some(reports.repeats());
-        let seen = reports.take();
-        row.dead_reported = Some(seen.len() as u64);
-        row.dead_burst_secs = seen.values().max().map(|&ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
+        record_dead_burst(&mut row, receiver, preloaded, burst_ns).await;
     }
     Ok(row)
+}
+
+/// `--preload-history` messages written into the database, herald started again with a retention
+/// the oldest of them have passed when `--preload-expired` asks for it; returns the messages
+/// retention had removed by then.
+async fn preload_history(
+    opts: &Opts,
+    client: &reqwest::Client,
+    herald: &mut Herald,
+    scratch: &Scratch,
+    api: &mut Api,
+) -> Result<u64> {
+    let secs = history::preload(&scratch.database_url, opts.preload_history).await?;
+    eprintln!("history: {} messages loaded in {secs:.0} s", opts.preload_history);
+    if opts.preload_expired > 0 {
+        // Started again with a retention that the oldest part of the history has passed.
+        let env = history::expiring(opts.preload_expired);
+        herald.terminate().await;
+        let bin = opts.herald.as_deref().expect("validated in main");
+        *herald = Herald::start(bin, &scratch.database_url, &env, scratch.dir.join("herald-2.log")).await?;
+        api.base = herald.base.clone();
+    }
+    removed_messages(client, herald).await
+}
+
+/// The scenario's own preparation before the measured load: the messages it put in place, and
+/// the blackhole, which must outlive the run.
+async fn prepare(
+    scenario: Scenario,
+    opts: &Opts,
+    api: &Api,
+    receiver: &Receiver,
+    dead: usize,
+) -> Result<(usize, Option<Blackhole>)> {
+    Ok(match scenario {
+        Scenario::DeadEndpoint => {
+            let blackhole = Blackhole::start().await?;
+            for i in 0..dead {
+                // A short timeout makes the dead endpoint churn: a failure to record every second per slot.
+                api.subscribe(&blackhole.url(&format!("/dead/{i}")), MAIN_TYPE, Some(1000)).await?;
+            }
+            let retries = prepare_retries(api, receiver, &blackhole, opts).await?;
+            (retries, Some(blackhole))
+        }
+        Scenario::DeadBurst => {
+            for k in 0..PREP_FANOUT {
+                api.subscribe_tried(&receiver.url(&format!("/fail/{k}")), PREP_TYPE, None, 1).await?;
+            }
+            api.subscribe(&receiver.url("/reports"), "herald.message.dead", None).await?;
+            // Published before the measured load starts; they die and are reported while it runs.
+            publish_prep(api, PREP_TYPE, opts.dead_burst.div_ceil(PREP_FANOUT)).await?;
+            (opts.dead_burst.div_ceil(PREP_FANOUT) * PREP_FANOUT, None)
+        }
+        Scenario::Backlog => {
+            for k in 0..PREP_FANOUT {
+                api.subscribe(&receiver.url(&format!("/later/{k}")), LATER_TYPE, None).await?;
+            }
+            let events = opts.backlog.div_ceil(PREP_FANOUT);
+            publish_prep(api, LATER_TYPE, events).await?;
+            wait_prep(&receiver.tallies.later, events * PREP_FANOUT, "scheduled a day later").await?;
+            (events * PREP_FANOUT, None)
+        }
+        _ => (0, None),
+    })
+}
+
+/// The bodies of the measured load: the single events, or them grouped `--batch` to a body.
+fn measured_bodies(opts: &Opts, singles: &Arc<Vec<Bytes>>) -> Arc<Vec<Bytes>> {
+    if opts.batch == 0 {
+        singles.clone()
+    } else {
+        Arc::new(
+            (0..opts.events.div_ceil(opts.batch))
+                .map(|b| {
+                    let to = ((b + 1) * opts.batch).min(opts.events);
+                    Bytes::from(publisher::batch("main", MAIN_TYPE, b * opts.batch, to))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The preloaded history's sweep: the messages retention removed since `removed_before`, and
+/// their rate since the measurement began.
+async fn record_sweep(
+    row: &mut Row,
+    opts: &Opts,
+    client: &reqwest::Client,
+    herald: &Herald,
+    removed_before: u64,
+    measured_from: Instant,
+) -> Result<()> {
+    row.preloaded_history = opts.preload_history;
+    let swept = removed_messages(client, herald).await?.saturating_sub(removed_before);
+    row.swept_messages = Some(swept);
+    row.sweep_per_s = Some(swept as f64 / measured_from.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Waits for the burst's failures and reports, and records when the last of each arrived.
+async fn record_dead_burst(row: &mut Row, receiver: &Receiver, preloaded: usize, burst_ns: u64) {
+    // Every burst message failed, then reports arrive until all are in or none came for 5 s.
+    let failed = &receiver.tallies.fail;
+    failed.wait_for(preloaded as u64, Duration::from_secs(120)).await;
+    row.dead_burst_failed_secs = failed.take().into_values().max().map(|ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
+    let reports = &receiver.tallies.reports;
+    let mut seen = reports.distinct();
+    while !reports.wait_for(preloaded as u64, Duration::from_secs(5)).await && reports.distinct() > seen {
+        seen = reports.distinct();
+    }
+    row.dead_reported_twice = Some(reports.repeats());
+    let seen = reports.take();
+    row.dead_reported = Some(seen.len() as u64);
+    row.dead_burst_secs = seen.values().max().map(|&ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
 }
 
 /// The messages herald's retention has removed since it started (`/metrics`).
@@ -268,7 +317,7 @@ async fn publish_prep(api: &Api, event_type: &'static str, count: usize) -> Resu
 
 /// Waits until `target` distinct messages reached the tally, printing progress;
 /// gives up after a minute without progress.
-async fn wait_prep(tally: &Tally, target: usize, what: &str) -> Result<()> {
+async fn wait_prep(tally: &Arrivals, target: usize, what: &str) -> Result<()> {
     let (mut last, mut last_change, mut last_print) = (0, Instant::now(), Instant::now());
     loop {
         let seen = tally.distinct() as usize;

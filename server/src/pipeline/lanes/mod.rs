@@ -13,6 +13,7 @@ use std::time::Duration;
 use domain::ids::{EndpointId, EventId, MessageId, SubscriptionId};
 use foldhash::{HashMap, HashMapExt};
 use sea_orm::{DbErr, TransactionTrait};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -74,7 +75,6 @@ impl Lanes {
         });
         let mut in_flight = JoinSet::new();
         let mut waiting = Waiting::default();
-        let endpoint_concurrency = self.pipeline.settings.delivery.endpoint_concurrency;
         let mut last_sweep = 0i64;
         let mut planner = ClaimPlanner::default();
         while !*shutdown.borrow() {
@@ -94,45 +94,8 @@ impl Lanes {
                 last_sweep = now;
                 self.expire_held().await;
             }
-            // Claim everything due while fewer than half a batch wait for unsaturated endpoints, so
-            // claims keep pace with deliveries; messages queued for saturated endpoints (a slow
-            // receiver's) hold up no one else, up to a bound on what the lane keeps in memory.
-            let free = workers.available_permits() as u64;
-            let short_of_work = waiting.unsaturated(endpoint_concurrency) < CLAIM_BATCH as usize / 2;
-            let scope = (free > 0 && waiting.len() < MAX_WAITING)
-                .then(|| planner.next(now, &waiting, endpoint_concurrency, short_of_work))
-                .flatten();
-            if let Some(scope) = scope {
-                let limit = free.min(CLAIM_BATCH);
-                let saturated = waiting.saturated(endpoint_concurrency);
-                let among = match &scope {
-                    ClaimScope::AllDue => Among::AllBut(&saturated),
-                    ClaimScope::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
-                };
-                let jobs = match self.claim(lane, limit, among).await {
-                    Ok(jobs) => jobs,
-                    Err(e) => {
-                        let health = &self.pipeline.health;
-                        health.failed("claiming messages", &e);
-                        // During an outage the lane waits for the database's return (its health
-                        // probes it) instead of claiming again and again.
-                        tokio::select! {
-                            _ = health.back() => {}
-                            _ = shutdown.changed() => {}
-                        }
-                        Vec::new()
-                    }
-                };
-                // The retry lane sleeps until its next retry is due, at most the idle poll.
-                let idle =
-                    if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
-                let got: Vec<EndpointId> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
-                let next_claim = self.pipeline.now_ms() + idle.as_millis() as i64;
-                planner.claimed(&scope, &got, limit as usize, endpoint_concurrency, saturated, next_claim);
-                if !jobs.is_empty() {
-                    jobs.into_iter().for_each(|job| waiting.push(job, now));
-                    continue;
-                }
+            if self.claim_due(lane, &workers, &mut waiting, &mut planner, now, &mut shutdown).await {
+                continue;
             }
             let sleep = planner.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
             tokio::select! {
@@ -146,9 +109,70 @@ impl Lanes {
                 _ = shutdown.changed() => {}
             }
         }
+        self.stop(lane, handed, in_flight, waiting).await;
+    }
+
+    /// Claims everything due while fewer than half a batch wait for unsaturated endpoints, so
+    /// claims keep pace with deliveries; messages queued for saturated endpoints (a slow
+    /// receiver's) hold up no one else, up to a bound on what the lane keeps in memory. Whether
+    /// it queued any.
+    async fn claim_due(
+        &self,
+        lane: Lane,
+        workers: &Semaphore,
+        waiting: &mut Waiting,
+        planner: &mut ClaimPlanner,
+        now: i64,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let endpoint_concurrency = self.pipeline.settings.delivery.endpoint_concurrency;
+        let free = workers.available_permits() as u64;
+        let short_of_work = waiting.unsaturated(endpoint_concurrency) < CLAIM_BATCH as usize / 2;
+        let scope = (free > 0 && waiting.len() < MAX_WAITING)
+            .then(|| planner.next(now, waiting, endpoint_concurrency, short_of_work))
+            .flatten();
+        let Some(scope) = scope else { return false };
+        let limit = free.min(CLAIM_BATCH);
+        let saturated = waiting.saturated(endpoint_concurrency);
+        let among = match &scope {
+            ClaimScope::AllDue => Among::AllBut(&saturated),
+            ClaimScope::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
+        };
+        let jobs = match self.claim(lane, limit, among).await {
+            Ok(jobs) => jobs,
+            Err(e) => {
+                let health = &self.pipeline.health;
+                health.failed("claiming messages", &e);
+                // During an outage the lane waits for the database's return (its health
+                // probes it) instead of claiming again and again.
+                tokio::select! {
+                    _ = health.back() => {}
+                    _ = shutdown.changed() => {}
+                }
+                Vec::new()
+            }
+        };
+        // The retry lane sleeps until its next retry is due, at most the idle poll.
+        let idle = if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
+        let got: Vec<EndpointId> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
+        let next_claim = self.pipeline.now_ms() + idle.as_millis() as i64;
+        planner.claimed(&scope, &got, limit as usize, endpoint_concurrency, saturated, next_claim);
+        let claimed = !jobs.is_empty();
+        jobs.into_iter().for_each(|job| waiting.push(job, now));
+        claimed
+    }
+
+    /// At shutdown: handed-over messages are committed and leased, so those with a start permit
+    /// are sent rather than left to wait out their lease, and the others are put back; then the
+    /// deliveries in flight get `lease_grace_secs` to end.
+    async fn stop(
+        &self,
+        lane: Lane,
+        handed: Option<UnboundedReceiver<Dispatch>>,
+        mut in_flight: JoinSet<()>,
+        mut waiting: Waiting,
+    ) {
         if let Some(mut handed) = handed {
-            // Handed-over messages are committed and leased: send those with a start permit rather than
-            // wait out their lease, and put the others back.
             self.pipeline.handoff.close();
             while let Ok(one) = handed.try_recv() {
                 self.receive(one, &mut in_flight, &mut waiting);
@@ -203,8 +227,7 @@ impl Lanes {
             return Ok(0);
         }
         let announced = report_dead(p, &txn, &expired).await?;
-        txn.commit().await?;
-        announced.wake(p);
+        p.commit_and_wake(txn, announced.into()).await?;
         Ok(expired.len())
     }
 
@@ -306,7 +329,7 @@ impl Lanes {
 }
 
 /// The next message handed to the fresh lane; never, for the retry lane.
-async fn next_handed(handed: &mut Option<tokio::sync::mpsc::UnboundedReceiver<Dispatch>>) -> Option<Dispatch> {
+async fn next_handed(handed: &mut Option<UnboundedReceiver<Dispatch>>) -> Option<Dispatch> {
     match handed {
         Some(incoming) => incoming.recv().await,
         None => std::future::pending().await,

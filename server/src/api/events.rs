@@ -1,0 +1,91 @@
+//! Publishing, and the archive of kept events: listing, finding by CloudEvent id, replaying a window.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use domain::dto;
+use domain::event::schema::{CloudEventBatch, CloudEventBody};
+use domain::query::{CustomerQuery, EventKeyQuery, EventQuery, text_of};
+use domain::request::ReplayWindowBody;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::admin::page_of;
+use super::extract::{Body, Params, Published};
+use super::problem::ApiResult;
+use super::rate_limit::PublishPermit;
+use super::schemas::{EventReadErrors, ListErrors, PublishErrors, WindowReplayErrors};
+use super::state::ApiState;
+use crate::service::{Principal, events};
+
+pub fn router() -> OpenApiRouter<ApiState> {
+    OpenApiRouter::default()
+        .routes(routes!(publish, list_events))
+        // `GET /api/v1/events/replay` is the event whose id is `replay`.
+        .routes(routes!(replay_window, event_named_replay))
+        .routes(routes!(event_detail))
+}
+
+#[utoipa::path(post, path = "/api/v1/events", tag = "events",
+    request_body(
+        content((CloudEventBody = "application/cloudevents+json"), (CloudEventBatch = "application/cloudevents-batch+json"),
+            (CloudEventBody = "application/json")),
+        description = "One CloudEvent, or a batch of 1 to 1000 as application/cloudevents-batch+json"),
+    params(CustomerQuery),
+    responses((status = 202, description = "Committed; one entry per event, in order (`duplicate` when `(source, id)` was published before)",
+        body = dto::PublishResult), PublishErrors))]
+async fn publish(
+    State(s): State<ApiState>,
+    PublishPermit(who): PublishPermit,
+    Params(q): Params<CustomerQuery>,
+    Published(events): Published,
+) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
+    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, text_of(&q.customer_id), events).await?)))
+}
+
+#[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventQuery),
+    responses((status = 200, description = "Kept events, newest first", body = dto::Page<dto::Event>), ListErrors))]
+async fn list_events(
+    State(s): State<ApiState>,
+    who: Principal,
+    Params(q): Params<EventQuery>,
+) -> ApiResult<Json<dto::Page<dto::Event>>> {
+    let page = page_of(q.limit, &q.cursor)?;
+    Ok(Json(events::list(&s, &who, &q, page).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/events/{id}", tag = "events",
+    params(("id" = String, Path, description = "The event's CloudEvent id", pattern = r"^[^\x00]*$"), EventKeyQuery),
+    responses((status = 200, description = "The event as published, with its messages", body = dto::EventDetail),
+        EventReadErrors))]
+async fn event_detail(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<String>,
+    Params(q): Params<EventKeyQuery>,
+) -> ApiResult<Json<dto::EventDetail>> {
+    Ok(Json(events::get(&s, &who, text_of(&q.customer_id), &id, text_of(&q.source)).await?))
+}
+
+#[utoipa::path(get, path = "/api/v1/events/replay", tag = "events", params(EventKeyQuery),
+    responses((status = 200, description = "The event whose CloudEvent id is `replay` (`GET /api/v1/events/{id}`)",
+        body = dto::EventDetail), EventReadErrors))]
+async fn event_named_replay(
+    State(s): State<ApiState>,
+    who: Principal,
+    Params(q): Params<EventKeyQuery>,
+) -> ApiResult<Json<dto::EventDetail>> {
+    Ok(Json(events::get(&s, &who, text_of(&q.customer_id), "replay", text_of(&q.source)).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/events/replay", tag = "events", request_body = ReplayWindowBody,
+    responses((status = 202, description = "How many new messages the window's events got", body = dto::ReplayResult),
+        WindowReplayErrors))]
+async fn replay_window(
+    State(s): State<ApiState>,
+    who: Principal,
+    Body(body): Body<ReplayWindowBody>,
+) -> ApiResult<(StatusCode, Json<dto::ReplayResult>)> {
+    Ok((StatusCode::ACCEPTED, Json(events::replay_window(&s, &who, body).await?)))
+}
