@@ -13,6 +13,9 @@ pub const MAX_ATTRIBUTE_LEN: usize = 1024;
 /// The most events one batch publishes.
 pub const MAX_BATCH: usize = 1000;
 
+/// The attributes every event has; the others are optional.
+const REQUIRED_ATTRIBUTES: &[&str] = &["specversion", "id", "source", "type"];
+
 const CONTEXT_ATTRIBUTES: &[&str] =
     &["specversion", "id", "source", "type", "datacontenttype", "dataschema", "subject", "time"];
 
@@ -27,10 +30,14 @@ impl CloudEvent {
     /// prefixed (`events[3].id` in a batch, `id` for a single event).
     pub fn parse(value: Value, prefix: &str) -> Result<CloudEvent, Vec<FieldError>> {
         let field = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
-        let Value::Object(raw) = value else {
+        let Value::Object(mut raw) = value else {
             let name = if prefix.is_empty() { "body" } else { prefix };
             return Err(vec![FieldError::new(name, "a CloudEvent must be a JSON object")]);
         };
+        // In the JSON format an optional attribute (an extension too) whose value is null is absent.
+        if raw.values().any(Value::is_null) {
+            raw.retain(|name, value| !value.is_null() || REQUIRED_ATTRIBUTES.contains(&name.as_str()) || is_data(name));
+        }
         let mut errors = Vec::new();
         match raw.get("specversion") {
             Some(Value::String(v)) if v == "1.0" => {}
@@ -54,6 +61,14 @@ impl CloudEvent {
                 None => {}
             }
         }
+        if let Some(Value::String(media_type)) = raw.get("datacontenttype")
+            && !media_type.is_empty()
+            && !media_type.chars().any(is_control)
+            && !is_media_type(media_type)
+        {
+            let why = "must be a media type, type/subtype with optional parameters (application/json; charset=utf-8)";
+            errors.push(FieldError::new(field("datacontenttype"), why));
+        }
         if let Some(time) = raw.get("time") {
             let valid = time.as_str().is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
             if !valid {
@@ -70,7 +85,7 @@ impl CloudEvent {
             }
         }
         for (name, value) in &raw {
-            if CONTEXT_ATTRIBUTES.contains(&name.as_str()) || name == "data" || name == "data_base64" {
+            if CONTEXT_ATTRIBUTES.contains(&name.as_str()) || is_data(name) {
                 continue;
             }
             // An empty name is shown quoted, so that the error still names a field.
@@ -177,6 +192,63 @@ fn is_control(c: char) -> bool {
     matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')
 }
 
+/// The members that carry the event's data rather than an attribute.
+fn is_data(name: &str) -> bool {
+    name == "data" || name == "data_base64"
+}
+
+/// A character of an HTTP token (RFC 9110), as media types and their parameters are written.
+fn is_tchar(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+/// An RFC 2046 media type as HTTP writes it: `type/subtype`, then parameters `; name=value`, each
+/// value a token or a quoted string. Its pattern in the document is [`schema::MEDIA_TYPE`].
+fn is_media_type(text: &str) -> bool {
+    let mut rest = text;
+    /// Takes a token from the start of `rest`; whether there was one.
+    fn token(rest: &mut &str) -> bool {
+        let end = rest.find(|c: char| !is_tchar(c)).unwrap_or(rest.len());
+        *rest = &rest[end..];
+        end > 0
+    }
+    if !token(&mut rest) || !rest.starts_with('/') {
+        return false;
+    }
+    rest = &rest[1..];
+    if !token(&mut rest) {
+        return false;
+    }
+    loop {
+        rest = rest.trim_start_matches(' ');
+        let Some(after) = rest.strip_prefix(';') else { return rest.is_empty() };
+        rest = after.trim_start_matches(' ');
+        if !token(&mut rest) || !rest.starts_with('=') {
+            return false;
+        }
+        rest = &rest[1..];
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let mut chars = quoted.char_indices();
+            let closed = loop {
+                match chars.next() {
+                    Some((i, '"')) => break Some(i),
+                    Some((_, '\\')) => {
+                        if chars.next().is_none() {
+                            break None;
+                        }
+                    }
+                    Some(_) => {}
+                    None => break None,
+                }
+            };
+            let Some(end) = closed else { return false };
+            rest = &quoted[end + 1..];
+        } else if !token(&mut rest) {
+            return false;
+        }
+    }
+}
+
 fn is_extension_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 20 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
@@ -206,8 +278,8 @@ fn percent_encode_header(value: &str) -> String {
 pub fn read_publish(body: Value, batch: bool) -> Result<Vec<CloudEvent>, Vec<FieldError>> {
     let items = match (body, batch) {
         (Value::Array(items), _) => {
-            if items.is_empty() || items.len() > MAX_BATCH {
-                return Err(vec![FieldError::new("body", "a batch holds 1 to 1000 events")]);
+            if items.len() > MAX_BATCH {
+                return Err(vec![FieldError::new("body", "a batch holds at most 1000 events")]);
             }
             items
         }
@@ -255,13 +327,27 @@ pub mod schema {
     /// Not empty, no control characters (U+0000–U+001F, U+007F–U+009F): see `check_string`.
     const NO_CONTROL: &str = r"^[^\x00-\x1f\x7f-\x9f]+$";
 
+    /// A media type (see `is_media_type`): tokens `type/subtype`, then `; name=value` parameters
+    /// whose value is a token or a quoted string.
+    pub const MEDIA_TYPE: &str = concat!(
+        r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+/[!#$%&'*+.^_`|~0-9A-Za-z-]+",
+        r#"( *; *[!#$%&'*+.^_`|~0-9A-Za-z-]+=([!#$%&'*+.^_`|~0-9A-Za-z-]+|"([^"\\\x00-\x1f\x7f-\x9f]|\\[^\x00-\x1f\x7f-\x9f])*"))* *$"#,
+    );
+
     impl PartialSchema for CloudEventBody {
         fn schema() -> RefOr<Schema> {
             let string =
                 || ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).pattern(Some(NO_CONTROL));
             let attribute = || string().max_length(Some(MAX_ATTRIBUTE_LEN));
+            // An optional attribute, an extension too, may be null: it is then absent.
+            let optional = || {
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                    .min_length(Some(1))
+                    .pattern(Some(NO_CONTROL))
+            };
             let extension = ObjectBuilder::new()
-                .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean]))
+                .schema_type(SchemaType::from_iter([Type::String, Type::Number, Type::Boolean, Type::Null]))
                 .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]*$"));
             let names = r"^(specversion|id|source|type|datacontenttype|dataschema|subject|time|data|data_base64|[a-z0-9]{1,20})$";
             let mut event = ObjectBuilder::new()
@@ -278,13 +364,19 @@ pub mod schema {
                         "At most 1024 bytes; the prefix `herald.` is reserved for Herald's operational events",
                     )),
                 )
-                .property("datacontenttype", string())
-                .property("dataschema", string())
-                .property("subject", string())
+                .property(
+                    "datacontenttype",
+                    ObjectBuilder::new()
+                        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                        .pattern(Some(MEDIA_TYPE))
+                        .description(Some("A media type: type/subtype, parameters allowed")),
+                )
+                .property("dataschema", optional())
+                .property("subject", optional())
                 .property(
                     "time",
                     ObjectBuilder::new()
-                        .schema_type(Type::String)
+                        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
                         .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
                         .description(Some("RFC 3339")),
                 )
@@ -324,7 +416,7 @@ pub mod schema {
     impl PartialSchema for CloudEventBatch {
         fn schema() -> RefOr<Schema> {
             let event = RefOr::Ref(Ref::from_schema_name("CloudEventBody"));
-            ArrayBuilder::new().items(event).min_items(Some(1)).max_items(Some(MAX_BATCH)).into()
+            ArrayBuilder::new().items(event).max_items(Some(MAX_BATCH)).into()
         }
     }
 
@@ -342,6 +434,45 @@ pub mod schema {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_media_type_is_type_and_subtype_with_optional_parameters() {
+        for valid in [
+            "application/json",
+            "application/vnd.acme+json",
+            "text/plain; charset=utf-8",
+            "text/plain;charset=\"utf-8\"",
+            "multipart/mixed; boundary=\"a;b=c\" ; x=y ",
+            "text/plain; q=\"a\\\"b\"",
+        ] {
+            assert!(is_media_type(valid), "{valid}");
+        }
+        for invalid in [
+            "json",
+            "text/",
+            "/plain",
+            "text/plain;",
+            "text/plain; charset",
+            "text/plain; a=\"open",
+            "a b/c",
+            "text/plain x",
+        ] {
+            assert!(!is_media_type(invalid), "{invalid}");
+        }
+    }
+
+    #[test]
+    fn a_null_optional_attribute_is_absent() {
+        let event = json!({"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "subject": null,
+            "time": null, "partitionkey": null, "data": null});
+        let parsed = CloudEvent::parse(event, "").unwrap();
+        let kept = json!({"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data": null});
+        assert_eq!(parsed.to_json(), kept, "data stays as published, null included");
+        let required = CloudEvent::parse(json!({"specversion": "1.0", "id": null, "source": "/s", "type": "t"}), "");
+        assert_eq!(required.unwrap_err()[0].field, "id", "a required attribute is not made absent");
+        let bad = json!({"specversion": "1.0", "id": "1", "source": "/s", "type": "t", "data_base64": null});
+        assert_eq!(CloudEvent::parse(bad, "").unwrap_err()[0].field, "data_base64", "data_base64 is not an attribute");
+    }
 
     fn event(extra: Value) -> Value {
         let mut base = json!({"specversion":"1.0","id":"e1","source":"/shop","type":"order.created"});

@@ -31,7 +31,7 @@ pub fn router() -> OpenApiRouter<ApiState> {
     request_body(
         content((CloudEventBody = "application/cloudevents+json"), (CloudEventBatch = "application/cloudevents-batch+json"),
             (CloudEventBody = "application/json")),
-        description = "One CloudEvent, or a batch of 1 to 1000 as application/cloudevents-batch+json"),
+        description = "One CloudEvent, or a batch of up to 1000 as application/cloudevents-batch+json (an empty batch stores nothing)"),
     params(CustomerQuery),
     responses((status = 202, description = "Committed; one entry per event, in order (`duplicate` when `(source, id)` was published before)",
         body = dto::PublishResult), PublishErrors))]

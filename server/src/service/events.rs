@@ -31,6 +31,10 @@ pub async fn publish(
     if matches!(who, Principal::Admin { .. }) {
         customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     }
+    if events_in.is_empty() {
+        // An empty batch is valid, and stores nothing.
+        return Ok(dto::PublishResult { events: Vec::new() });
+    }
     let result = services.pipeline.publish(customer_id, events_in).await?;
     let created: usize = result.events.iter().filter(|e| !e.duplicate).map(|e| e.message_ids.len()).sum();
     let metrics = crate::telemetry::hot();

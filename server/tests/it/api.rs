@@ -541,3 +541,72 @@ async fn a_window_of_the_archive_is_replayed_to_a_subscription_made_after_it() {
     let rows = audit["data"].as_array().unwrap();
     assert_eq!((rows.len(), &rows[0]["target"], &rows[0]["detail"]["replayed"]), (2, &json!(sub_id), &json!(1)));
 }
+
+#[tokio::test]
+async fn events_are_read_as_the_cloudevents_json_format_says() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    app.subscribe(&key, json!({"name": "all", "url": "http://127.0.0.1:9/a", "event_types": ["*"]})).await;
+
+    // An empty batch is valid: nothing stored.
+    let resp = app
+        .http
+        .post(format!("{}/api/v1/events", app.base))
+        .bearer_auth(&key)
+        .header("content-type", "application/cloudevents-batch+json")
+        .body("[]")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    assert_eq!(resp.json::<Value>().await.unwrap(), json!({"events": []}));
+    let (_, page) = app.get("/api/v1/events", &key).await;
+    assert_eq!(page["data"], json!([]), "an empty batch stores nothing");
+
+    // A null optional attribute, or extension, is absent: neither kept nor sent.
+    let event = json!({"specversion": "1.0", "id": "n1", "source": "/test", "type": "t", "subject": null,
+        "time": null, "datacontenttype": null, "partitionkey": null, "data": {"a": 1}});
+    let (status, body) = app.post("/api/v1/events", &key, event).await;
+    assert_eq!(status, 202, "{body}");
+    let (status, found) = app.get("/api/v1/events/n1", &key).await;
+    assert_eq!(status, 200, "{found}");
+    let kept = found["event"].as_object().unwrap();
+    let names: Vec<&str> = kept.keys().map(String::as_str).collect();
+    assert_eq!(names, ["data", "id", "source", "specversion", "type"], "{found}");
+
+    // A datacontenttype must be a media type; nothing of the refused event is stored.
+    for (media_type, ok) in [
+        ("application/json", true),
+        ("text/plain; charset=\"utf-8\"", true),
+        ("application/vnd.acme+json;v=2", true),
+        ("json", false),
+        ("text/", false),
+        ("text/plain; charset", false),
+        ("text/plain; a=\"unclosed", false),
+    ] {
+        let id = format!("m-{media_type}");
+        let event = json!({"specversion": "1.0", "id": id, "source": "/m", "type": "t", "datacontenttype": media_type});
+        let (status, body) = app.post("/api/v1/events", &key, event).await;
+        if ok {
+            assert_eq!(status, 202, "{media_type}: {body}");
+        } else {
+            assert_eq!(status, 422, "{media_type}: {body}");
+            assert_eq!(body["errors"][0]["field"], "datacontenttype", "{media_type}: {body}");
+            let (status, _) = app.get(&format!("/api/v1/events/{}?source=/m", urlencoding(&id)), &key).await;
+            assert_eq!(status, 404, "{media_type} was not stored");
+        }
+    }
+}
+
+/// A path segment with its reserved characters percent-encoded.
+fn urlencoding(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

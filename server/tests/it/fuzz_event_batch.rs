@@ -1,5 +1,5 @@
 //! Property-based fuzzing of the publish body parser, `domain::event::read_publish`: one
-//! CloudEvent, or a batch of 1 to 1000 whose errors are named by index (`[3].id`).
+//! CloudEvent, or a batch of up to 1000 whose errors are named by index (`[3].id`).
 //!
 //! Case counts follow proptest's defaults (`PROPTEST_CASES` overrides them).
 
@@ -110,6 +110,17 @@ fn assert_named_by_item(body: &Value, errors: &[FieldError]) -> Result<(), TestC
     Ok(())
 }
 
+/// An event as kept: an optional attribute (an extension too) that is null is absent.
+fn as_kept(item: &Value) -> Value {
+    let mut kept = item.clone();
+    if let Value::Object(map) = &mut kept {
+        map.retain(|name, value| {
+            !value.is_null() || REQUIRED.contains(&name.as_str()) || name == "data" || name == "data_base64"
+        });
+    }
+    kept
+}
+
 /// The publish's refusal as the API answers it.
 fn parse(body: Value, batch: bool) -> Result<Vec<CloudEvent>, ServiceError> {
     read_publish(body, batch).map_err(ServiceError::Invalid)
@@ -128,13 +139,13 @@ proptest! {
                 Value::Array(items) => {
                     prop_assert_eq!(events.len(), items.len());
                     for (event, item) in events.iter().zip(items) {
-                        prop_assert_eq!(&event.to_json(), item);
+                        prop_assert_eq!(event.to_json(), as_kept(item));
                     }
                 }
                 single => {
                     prop_assert!(!batch, "a batch that is not an array was accepted");
                     prop_assert_eq!(events.len(), 1);
-                    prop_assert_eq!(&events[0].to_json(), single);
+                    prop_assert_eq!(events[0].to_json(), as_kept(single));
                 }
             },
             Err(ServiceError::Invalid(errors)) => assert_named_by_item(&body, &errors)?,
@@ -191,11 +202,11 @@ proptest! {
     }
 }
 
-/// Batches of 0 and of MAX_BATCH + 1 events are refused as `body`; MAX_BATCH is accepted.
+/// An empty batch and MAX_BATCH are accepted; MAX_BATCH + 1 events are refused as `body`.
 #[test]
 fn batch_size_limits() {
     let event = json!({"specversion": "1.0", "id": "e", "source": "/s", "type": "t"});
-    for (size, ok) in [(0, false), (1, true), (MAX_BATCH, true), (MAX_BATCH + 1, false)] {
+    for (size, ok) in [(0, true), (1, true), (MAX_BATCH, true), (MAX_BATCH + 1, false)] {
         let body = Value::Array(vec![event.clone(); size]);
         match parse(body, true) {
             Ok(events) => assert!(ok && events.len() == size, "{size} events accepted"),
