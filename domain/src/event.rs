@@ -197,9 +197,9 @@ fn is_data(name: &str) -> bool {
     name == "data" || name == "data_base64"
 }
 
-/// A character of an HTTP token (RFC 9110), as media types and their parameters are written.
-fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+/// A byte of an HTTP token (RFC 9110), as media types and their parameters are written.
+fn is_tchar(b: u8) -> bool {
+    matches!(b, b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'!' | b'#'..=b'\'' | b'*' | b'+' | b'-' | b'.' | b'^'..=b'`' | b'|' | b'~')
 }
 
 /// An RFC 2046 media type as HTTP writes it: `type/subtype`, then parameters `; name=value`, each
@@ -208,7 +208,7 @@ fn is_media_type(text: &str) -> bool {
     let mut rest = text;
     /// Takes a token from the start of `rest`; whether there was one.
     fn token(rest: &mut &str) -> bool {
-        let end = rest.find(|c: char| !is_tchar(c)).unwrap_or(rest.len());
+        let end = rest.bytes().position(|b| !is_tchar(b)).unwrap_or(rest.len());
         *rest = &rest[end..];
         end > 0
     }
