@@ -49,25 +49,24 @@ impl CloudEvent {
                 Some(Value::String(v)) if v.len() > MAX_ATTRIBUTE_LEN => {
                     errors.push(FieldError::new(field(name), format!("must be at most {MAX_ATTRIBUTE_LEN} bytes")))
                 }
-                Some(Value::String(v)) => check_string(v, &field(name), &mut errors),
+                Some(Value::String(v)) => {
+                    check_string(v, &field(name), &mut errors);
+                }
                 Some(_) => errors.push(FieldError::new(field(name), "must be a string")),
                 None => errors.push(FieldError::new(field(name), "is required")),
             }
         }
         for name in ["datacontenttype", "dataschema", "subject"] {
-            match raw.get(name) {
-                Some(Value::String(v)) => check_string(v, &field(name), &mut errors),
-                Some(_) => errors.push(FieldError::new(field(name), "must be a string")),
-                None => {}
+            let Some(value) = raw.get(name) else { continue };
+            let Value::String(text) = value else {
+                errors.push(FieldError::new(field(name), "must be a string"));
+                continue;
+            };
+            if check_string(text, &field(name), &mut errors) && name == "datacontenttype" && !is_media_type(text) {
+                let why =
+                    "must be a media type, type/subtype with optional parameters (application/json; charset=utf-8)";
+                errors.push(FieldError::new(field(name), why));
             }
-        }
-        if let Some(Value::String(media_type)) = raw.get("datacontenttype")
-            && !media_type.is_empty()
-            && !media_type.chars().any(is_control)
-            && !is_media_type(media_type)
-        {
-            let why = "must be a media type, type/subtype with optional parameters (application/json; charset=utf-8)";
-            errors.push(FieldError::new(field("datacontenttype"), why));
         }
         if let Some(time) = raw.get("time") {
             let valid = time.as_str().is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
@@ -180,12 +179,17 @@ pub struct BinaryMessage {
 
 /// CloudEvents strings are non-empty here and hold no control characters (U+0000–U+001F,
 /// U+007F–U+009F), which could never travel in a binary-mode header.
-fn check_string(value: &str, field: &str, errors: &mut Vec<FieldError>) {
-    if value.is_empty() {
-        errors.push(FieldError::new(field, "must not be empty"));
+/// Whether it is such a string; when not, the error is pushed.
+fn check_string(value: &str, field: &str, errors: &mut Vec<FieldError>) -> bool {
+    let why = if value.is_empty() {
+        "must not be empty"
     } else if value.chars().any(is_control) {
-        errors.push(FieldError::new(field, "must not contain control characters (such as NUL or a line break)"));
-    }
+        "must not contain control characters (such as NUL or a line break)"
+    } else {
+        return true;
+    };
+    errors.push(FieldError::new(field, why));
+    false
 }
 
 fn is_control(c: char) -> bool {

@@ -70,7 +70,7 @@ impl<T: ReadBody> FromRequest<ApiState> for Body<T> {
 
     async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
         let JsonBody { value, .. } = JsonBody::from_request(req, state).await?;
-        T::read(&value).map(Body).map_err(|errors| ServiceError::from(errors).into())
+        T::read(&value).map(Body).map_err(ApiError::from)
     }
 }
 
@@ -82,7 +82,7 @@ impl FromRequest<ApiState> for Published {
 
     async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
         let JsonBody { value, batch } = JsonBody::from_request(req, state).await?;
-        read_publish(value, batch).map(Published).map_err(|errors| ServiceError::from(errors).into())
+        read_publish(value, batch).map(Published).map_err(ApiError::from)
     }
 }
 
@@ -93,7 +93,7 @@ impl<S: Send + Sync, T: ReadQuery> FromRequestParts<S> for Params<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        T::read(&pairs(parts.uri.query())).map(Params).map_err(|errors| ServiceError::from(errors).into())
+        T::read(&pairs(parts.uri.query())).map(Params).map_err(ApiError::from)
     }
 }
 
@@ -128,7 +128,7 @@ impl FromRequestParts<ApiState> for Principal {
         }
         if away {
             let why = state.pipeline.health.outage_error().unwrap_or_default();
-            return Err(ApiError::Service(crate::service::ServiceError::Unavailable(why)));
+            return Err(ApiError::Service(ServiceError::Unavailable(why)));
         }
         let owner = key_owner(state, &hash).await.map_err(ApiError::Service)?.ok_or(ApiError::Unauthorized)?;
         state.keys().put(hash, owner.clone(), now);

@@ -43,6 +43,13 @@ impl From<ServiceError> for ApiError {
     }
 }
 
+/// Bad fields of a body or a query, each named.
+impl From<Vec<FieldError>> for ApiError {
+    fn from(errors: Vec<FieldError>) -> Self {
+        ApiError::Service(ServiceError::Invalid(errors))
+    }
+}
+
 impl ApiError {
     pub fn field(field: &str, message: &str) -> ApiError {
         ApiError::BadRequest { detail: format!("{field}: {message}"), errors: vec![FieldError::new(field, message)] }
