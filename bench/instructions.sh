@@ -6,10 +6,13 @@
 # their noise.
 #
 # herald-bench runs the release binary under callgrind twice, with a small and
-# a large number of events (one subscription); the difference between the two
-# runs, divided by the difference in events, leaves out start-up and setup.
+# a large number of events (one subscription unless --subscriptions says more,
+# each with --filter when given, and --schema puts the published type in the
+# catalog with a schema of ten properties); the difference between the two runs, divided
+# by the difference in deliveries, leaves out start-up and setup.
 #
 #   bench/instructions.sh [--database-url postgres://…] [--small 1000] [--large 4000]
+#                         [--subscriptions 1] [--filter CEL] [--schema]
 #
 # Needs valgrind and python3 (Debian: apt-get install valgrind) and a release
 # build (cargo build --release -p server --bins). Loopback only; stops by
@@ -23,8 +26,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DATABASE_URL=""
 SMALL=1000
 LARGE=4000
+SUBSCRIPTIONS=1
+FILTER=""
+SCHEMA=""
 while (($#)); do
     case $1 in
+    --schema) SCHEMA=--schema; shift ;;
+    --subscriptions) SUBSCRIPTIONS=$2; shift 2 ;;
+    --filter) FILTER=$2; shift 2 ;;
     --database-url) DATABASE_URL=$2; shift 2 ;;
     --small) SMALL=$2; shift 2 ;;
     --large) LARGE=$2; shift 2 ;;
@@ -35,7 +44,7 @@ for tool in valgrind callgrind_annotate python3; do
     command -v "$tool" >/dev/null || { echo "needs $tool" >&2; exit 2; }
 done
 HERALD=$(realpath "${HERALD:-target/release/herald}")
-BENCH=target/release/herald-bench
+BENCH=${BENCH:-target/release/herald-bench}
 [[ -x $HERALD && -x $BENCH ]] || { echo "build first: cargo build --release -p server --bins" >&2; exit 2; }
 
 WORK=$(mktemp -d /tmp/herald-instructions.XXXXXX)
@@ -50,8 +59,8 @@ count() { # events → the per-function counts of one run, in $WORK/$1.txt
     local events=$1
     rm -f "$WORK"/callgrind.*
     echo "herald under callgrind: $events events" >&2
-    "$BENCH" --herald "$WORK/herald" --events "$events" --concurrency 32 --subscriptions 1 \
-        --scenario steady ${DATABASE_URL:+--database-url "$DATABASE_URL"} --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 ||
+    "$BENCH" --herald "$WORK/herald" --events "$events" --concurrency 32 --subscriptions "$SUBSCRIPTIONS" \
+        ${FILTER:+--filter "$FILTER"} $SCHEMA --scenario steady ${DATABASE_URL:+--database-url "$DATABASE_URL"} --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 ||
         { cat "$WORK/bench.log" >&2; exit 1; }
     # herald-bench stops Herald with SIGTERM and kills it after 10 s; killed, callgrind writes nothing.
     local files=("$WORK"/callgrind.*)
@@ -63,7 +72,7 @@ count() { # events → the per-function counts of one run, in $WORK/$1.txt
 count "$SMALL"
 count "$LARGE"
 
-python3 - "$WORK/$SMALL.txt" "$WORK/$LARGE.txt" "$((LARGE - SMALL))" <<'EOF'
+python3 - "$WORK/$SMALL.txt" "$WORK/$LARGE.txt" "$(((LARGE - SMALL) * SUBSCRIPTIONS))" <<'EOF'
 import collections, re, sys
 
 def by_crate(path):

@@ -121,6 +121,7 @@ class World:
     ok_sub: dict
     ok_event_type: str
     ok_message: str
+    catalog_type: str
     down: Failing  # stays locked
     stuck: Failing  # the admin unlocks it
 
@@ -185,6 +186,11 @@ def world() -> Iterator[World]:
             ok_path, ok_type = f"/acme/ok-{tag}", f"acme.order.created.{tag}"
             ok_sub = subscribe(acme_client, f"acme orders {tag}", receiver.url(ok_path), ok_type, EVERY_SECOND)
             ok_message = publish(acme_client, ok_type)
+            # A type of the catalog with a schema and an example (no event of it is published).
+            catalog = {"name": f"acme.catalog.{tag}", "description": "An order of acme's shop",
+                       "schema": {"type": "object", "required": ["total"], "properties": {"total": {"type": "number"}}},
+                       "example": {"total": 12.5}}
+            acme_client.post("/api/v1/event-types", json=catalog, expect=201)
 
             started = []
             for kind, event_type in (("down", f"acme.invoice.paid.{tag}"), ("stuck", f"acme.refund.{tag}")):
@@ -216,6 +222,7 @@ def world() -> Iterator[World]:
                 ok_sub=ok_sub,
                 ok_event_type=ok_type,
                 ok_message=ok_message,
+                catalog_type=catalog["name"],
                 down=failing[0],
                 stuck=failing[1],
             )
@@ -393,6 +400,7 @@ def test_bob_sees_none_of_alices_messages_even_by_url(world: World, tabs: Tabs) 
         "message id": world.ok_message,
         "held message id": world.down.message,
         "event type": world.ok_event_type,
+        "catalog type": world.catalog_type,
         "other event type": world.down.event_type,
         "subscription id": world.ok_sub["id"],
         "subscription name": world.ok_sub["name"],
@@ -404,7 +412,7 @@ def test_bob_sees_none_of_alices_messages_even_by_url(world: World, tabs: Tabs) 
         "second endpoint id": world.stuck.endpoint["id"],
     }
 
-    for path in ("/", "/messages", "/events", "/subscriptions", "/endpoints", "/dead-letters"):
+    for path in ("/", "/messages", "/events", "/event-types", "/subscriptions", "/endpoints", "/dead-letters"):
         response = tab.goto(path, step_name(path))
         assert response.status == 200, f"{path}: {response.status}"
         assert_no_alert(tab, f"bob's {path}")
@@ -506,8 +514,13 @@ def page_paths(world: World) -> tuple[list[str], list[str]]:
         f"/subscriptions/{world.ok_sub['id']}",
         f"/messages/{world.ok_message}",
         f"/endpoints/{world.down.endpoint['id']}",
+        f"/event-types?edit={world.catalog_type}&customer_id={world.acme['id']}",
+        # The subscription form's "Test the filter", on the latest kept events of its types.
+        f"/subscriptions/{world.ok_sub['id']}?filter_test=1&filter=has(message.data)&event_types={world.ok_event_type}",
     ]
-    customer_paths = ["/", "/subscriptions", "/messages", "/events", "/endpoints", "/dead-letters", *detail_paths]
+    customer_paths = [
+        "/", "/subscriptions", "/messages", "/events", "/event-types", "/endpoints", "/dead-letters", *detail_paths,
+    ]
     return customer_paths, [*customer_paths, "/admin/customers", "/admin/audit"]
 
 

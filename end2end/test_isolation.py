@@ -30,6 +30,7 @@ class Victim:
     delivered_message_id: str
     dead_message_id: str
     endpoint_id: str
+    event_type: str  # a type of its catalog, with an example
 
     def ids(self) -> dict[str, str]:
         return {
@@ -37,6 +38,7 @@ class Victim:
             "subscriptions": self.subscription_id,
             "messages": self.dead_message_id,
             "endpoints": self.endpoint_id,
+            "event-types": self.event_type,
         }
 
     def secrets_and_ids(self) -> list[str]:
@@ -47,6 +49,7 @@ class Victim:
             self.delivered_message_id,
             self.dead_message_id,
             self.endpoint_id,
+            self.event_type,
             self.tenant.api_key["id"],
         ]
 
@@ -84,6 +87,8 @@ def world(herald: HeraldServer) -> Iterator[tuple[Victim, Tenant]]:
             json={"name": "b", "url": sink.url("/b"), "event_types": ["iso.ok"]},
             expect=201,
         )
+        catalog_type = f"iso.catalog.{secrets.token_hex(4)}"
+        a.client.post("/api/v1/event-types", json={"name": catalog_type, "example": {"n": 1}}, expect=201)
         for event_type in ("iso.ok", "iso.dead"):
             a.client.publish(cloud_event(f"iso-{secrets.token_hex(6)}", event_type, "/isolation"))
         b.client.publish(cloud_event(f"iso-{secrets.token_hex(6)}", "iso.ok", "/isolation"))
@@ -92,7 +97,9 @@ def world(herald: HeraldServer) -> Iterator[tuple[Victim, Tenant]]:
         by_state = {m["state"]: m for m in messages}
         endpoint = next(e for e in a.client.list_all("/api/v1/endpoints") if e["url"].endswith("/a-ok"))
         yield (
-            Victim(a, ok["id"], ok["secret"], by_state["delivered"]["id"], by_state["dead"]["id"], endpoint["id"]),
+            Victim(
+                a, ok["id"], ok["secret"], by_state["delivered"]["id"], by_state["dead"]["id"], endpoint["id"], catalog_type
+            ),
             b,
         )
 
@@ -107,6 +114,7 @@ def snapshot(herald: HeraldServer, victim: Victim) -> dict[str, Any]:
         "messages": [admin.get(f"/api/v1/messages/{m['id']}", expect=200).json() for m in messages],
         "endpoints": admin.list_all("/api/v1/endpoints", cid),
         "customers": [c for c in admin.list_all("/api/v1/customers") if c["id"] == victim.tenant.id],
+        "event_types": admin.list_all("/api/v1/event-types", cid),
     }
 
 
@@ -121,6 +129,10 @@ def body_for(method: str, path: str, victim: Victim) -> dict[str, Any] | None:
         return window | {"subscription_id": victim.subscription_id}
     if path == "/api/v1/messages/replay":
         return {"subscription_id": victim.subscription_id, "state": "dead", "customer_id": victim.tenant.id}
+    if path == "/api/v1/subscriptions/{id}/send-example":
+        return {"event_type": victim.event_type}
+    if path == "/api/v1/event-types/{name}":
+        return {"description": "hijacked"}
     if path.startswith("/api/v1/subscriptions"):
         changes = {"name": "hijacked", "url": "http://127.0.0.1:9/hijacked", "event_types": ["iso.ok"], "status": "paused"}
         return changes if method == "PATCH" else changes | {"customer_id": victim.tenant.id}

@@ -14,7 +14,12 @@ accept, and never make a request the document calls invalid look valid, or the r
   - the opaque `cursor` of the lists: only `next_cursor` values are cursors;
   - `min_delay_secs <= max_delay_secs` of an exponential retry policy (a rule across two fields);
   - a time window's `since` before its `until`, and a replayed window of at most 366 days;
-  - dashboard usernames are unique, and a customer user's `customer_id` must exist.
+  - dashboard usernames are unique, and a customer user's `customer_id` must exist;
+  - a subscription's `filter` must be a CEL expression that gives a boolean (any such text is
+    swapped for one);
+  - an event type's `schema` must be valid JSON Schema that its `example` keeps, and its `name`
+    must not start with `herald.` (a schema is swapped for `{}`, which every example keeps and
+    which refuses no later publish; a reserved name gets another first letter).
 The server is the session's shared one, so the customer's run uses a tenant of this module's own,
 and the admin's run pins every valid `customer_id` (query parameter and body field, or sets it
 where it is absent) to that tenant: the admin's bulk replay, lists, publishing, new subscriptions
@@ -132,7 +137,15 @@ HOOKS = textwrap.dedent(
                 body["username"] = f"{body['username'][:86]}~{_run}{next(_serial)}"
             if PINNED and body.get("role") == "customer" and _text(body.get("customer_id"), 64):
                 body["customer_id"] = CUSTOMER_ID
-        if PINNED and operation in ("POST /api/v1/subscriptions", "POST /api/v1/messages/replay"):
+        if _text(body.get("filter"), 4096):
+            body["filter"] = "has(message.subject)"
+        if operation in ("POST /api/v1/event-types", "PATCH /api/v1/event-types/{name}"):
+            if isinstance(body.get("schema"), (dict, bool)):
+                body["schema"] = {}
+            name = body.get("name")
+            if isinstance(name, str) and name.startswith("herald."):
+                body["name"] = "x" + name[1:]
+        if PINNED and operation in ("POST /api/v1/subscriptions", "POST /api/v1/messages/replay", "POST /api/v1/event-types"):
             customer = body.get("customer_id")
             if customer is None or _text(customer, 64):
                 body["customer_id"] = CUSTOMER_ID

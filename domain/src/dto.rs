@@ -16,6 +16,16 @@ mod openapi {
 
     use crate::policy::DeadReason;
 
+    /// Any JSON value.
+    pub fn any_json() -> Object {
+        ObjectBuilder::new().schema_type(SchemaType::AnyValue).build()
+    }
+
+    /// A JSON Schema document (an object or a boolean), or null.
+    pub fn json_schema() -> Object {
+        ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Object, Type::Boolean, Type::Null])).build()
+    }
+
     pub fn dead_reason() -> Object {
         let mut values: Vec<serde_json::Value> = DeadReason::ALL.iter().map(|r| r.as_str().into()).collect();
         values.push(serde_json::Value::Null);
@@ -124,12 +134,54 @@ pub struct Subscription {
     pub timeout_ms: u32,
     pub content_mode: ContentMode,
     pub status: SubscriptionStatus,
+    /// The CEL expression an event must satisfy to reach the subscription; `null` when every event
+    /// of its types does.
+    #[serde(default)]
+    pub filter: Option<String>,
     pub endpoint_id: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// The signing secret; present when the subscription is read one at a time.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub secret: Option<String>,
+}
+
+/// A type of the customer's event-type catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct EventType {
+    pub id: String,
+    pub name: String,
+    pub customer_id: String,
+    pub description: Option<String>,
+    /// The JSON Schema (draft 2020-12) every published event of the type's `data` must satisfy.
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::json_schema))]
+    pub schema: Option<Value>,
+    /// The `data` that `send-example` publishes (any JSON; `null` when there is none).
+    #[cfg_attr(feature = "openapi", schema(schema_with = openapi::any_json))]
+    pub example: Option<Value>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Whether a filter matches an event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct FilterTest {
+    pub matches: bool,
+    /// Why the filter failed on the event (a missing key, a type mismatch), which is no match.
+    pub error: Option<String>,
+}
+
+/// A filter tried on one kept event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FilterMatch {
+    pub event_id: String,
+    pub event_type: String,
+    pub source: String,
+    pub created_at: DateTime<Utc>,
+    pub matches: bool,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -116,6 +116,11 @@ impl CloudEvent {
         self.text("type").unwrap_or_default()
     }
 
+    /// The event's attributes, extensions and data, as published.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        &self.raw
+    }
+
     /// The event as published.
     pub fn to_json(&self) -> Value {
         Value::Object(self.raw.clone())
@@ -257,7 +262,7 @@ fn is_extension_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 20 && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
-fn is_json_type(content_type: &str) -> bool {
+pub(crate) fn is_json_type(content_type: &str) -> bool {
     let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     essence == "application/json" || essence.ends_with("+json") || essence == "text/json"
 }

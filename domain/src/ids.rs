@@ -138,6 +138,8 @@ prefixed_id! {
     UserId = "usr";
     /// A row of the audit log (`aud_`).
     AuditId = "aud";
+    /// A type of a customer's event-type catalog (`ety_`); the API names it by its name.
+    EventTypeId = "ety";
 }
 
 #[cfg(test)]

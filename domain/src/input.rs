@@ -32,6 +32,11 @@ impl<'a> Fields<'a> {
         self.errors.push(FieldError::new(name, message));
     }
 
+    /// Whether the field is given as `null` (`Some(true)`), given otherwise, or absent.
+    pub fn given(&self, field: &str) -> Option<bool> {
+        self.object.get(field).map(Value::is_null)
+    }
+
     /// The raw value of a field; `null` counts as absent.
     pub fn value(&mut self, field: &'static str) -> Option<&'a Value> {
         self.known.push(field);

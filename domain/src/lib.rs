@@ -2,9 +2,13 @@
 //! tested in microseconds and compiles for the browser too.
 
 pub mod breaker;
+#[cfg(feature = "evaluate")]
+pub mod data_schema;
 pub mod dto;
 pub mod errors;
 pub mod event;
+#[cfg(feature = "evaluate")]
+pub mod filter;
 pub mod health;
 pub mod ids;
 pub mod input;

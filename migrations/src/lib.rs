@@ -19,6 +19,8 @@ mod m0012_incremental_vacuum;
 mod m0013_event_archive;
 mod m0014_attempt_trace;
 mod m0015_counts;
+mod m0016_subscription_filter;
+mod m0017_event_types;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
@@ -48,6 +50,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0013_event_archive::Migration),
             Box::new(m0014_attempt_trace::Migration),
             Box::new(m0015_counts::Migration),
+            Box::new(m0016_subscription_filter::Migration),
+            Box::new(m0017_event_types::Migration),
         ]
     }
 }

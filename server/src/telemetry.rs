@@ -47,6 +47,8 @@ pub struct Hot {
     pub publish_batch: Histogram,
     pub events_published: Counter,
     pub messages_created: Counter,
+    /// Events a filter failed on (a missing key, a type mismatch), which it did not match.
+    pub filter_errors: Counter,
 }
 
 impl Hot {
@@ -78,6 +80,7 @@ pub fn hot() -> &'static Hot {
             dead_messages(reason).absolute(0);
         }
         metrics::counter!("herald_db_errors_total").absolute(0);
+        metrics::counter!("herald_filter_errors_total").absolute(0);
         for kind in ["messages", "attempts", "events"] {
             metrics::counter!("herald_retention_removed_total", "kind" => kind).absolute(0);
         }
@@ -93,6 +96,7 @@ pub fn hot() -> &'static Hot {
             publish_batch: metrics::histogram!("herald_publish_batch_events"),
             events_published: metrics::counter!("herald_events_published_total"),
             messages_created: metrics::counter!("herald_messages_created_total"),
+            filter_errors: metrics::counter!("herald_filter_errors_total"),
         }
     });
     &HOT

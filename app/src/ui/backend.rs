@@ -7,7 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId};
 use domain::policy::RetryPolicy;
-use domain::request::{NameBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch, UserBody};
+use domain::request::{
+    EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch,
+    UserBody,
+};
 use http::request::Parts;
 
 use super::UiError;
@@ -35,6 +38,20 @@ pub trait Backend: Send + Sync + 'static {
         patch: SubscriptionPatch,
     ) -> Result<Subscription, UiError>;
     async fn rotate_secret(&self, v: &Viewer, id: &SubscriptionId) -> Result<Subscription, UiError>;
+    /// The event-type catalog, newest first (every customer's for the admin).
+    async fn event_types(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<EventType>, UiError>;
+    async fn event_type(&self, v: &Viewer, customer_id: Option<String>, name: &str) -> Result<EventType, UiError>;
+    async fn create_event_type(&self, v: &Viewer, body: EventTypeBody) -> Result<EventType, UiError>;
+    async fn update_event_type(
+        &self,
+        v: &Viewer,
+        customer_id: Option<String>,
+        name: &str,
+        patch: EventTypePatch,
+    ) -> Result<EventType, UiError>;
+    async fn delete_event_type(&self, v: &Viewer, customer_id: Option<String>, name: &str) -> Result<(), UiError>;
+    /// A filter tried on the customer's latest kept events of some types, storing nothing.
+    async fn preview_filter(&self, v: &Viewer, body: FilterPreviewBody) -> Result<Vec<FilterMatch>, UiError>;
     /// Publishes a `herald.test` event to this subscription alone; returns the message id.
     async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError>;
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use super::server_fns::{Logout, get_viewer};
+use super::server_fns::{Logout, get_customer_choices, get_viewer};
 use domain::dto::{Bucket, Choice, Viewer};
 
 /// The page frame: navigation for the logged-in user, and the page's content.
@@ -28,6 +28,7 @@ pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
                                 <a href="/subscriptions">"Subscriptions"</a>
                                 <a href="/messages">"Delivery log"</a>
                                 <a href="/events">"Events"</a>
+                                <a href="/event-types">"Event types"</a>
                                 <a href="/endpoints">"Endpoints"</a>
                                 <a href="/dead-letters">"Dead letters"</a>
                                 {admin.then(|| view! {
@@ -48,6 +49,27 @@ pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
             <h1>{title}</h1>
             {children()}
         </main>
+    }
+}
+
+/// The customer a new object is for: a choice for the admin, nothing for a customer (whose own it is).
+#[component]
+pub fn CustomerField() -> impl IntoView {
+    let viewer = Resource::new(|| (), |_| get_viewer());
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
+                let customers = if admin { get_customer_choices().await.unwrap_or_default() } else { Vec::new() };
+                admin.then(|| view! {
+                    <label>"Customer"
+                        <select name="customer_id" required>
+                            {customers.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
+                        </select>
+                    </label>
+                })
+            })}
+        </Suspense>
     }
 }
 

@@ -69,6 +69,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/messages") view=MessagesPage ssr=SsrMode::Async/>
                 <Route path=path!("/messages/:id") view=MessagePage ssr=SsrMode::Async/>
                 <Route path=path!("/events") view=EventsPage ssr=SsrMode::Async/>
+                <Route path=path!("/event-types") view=EventTypesPage ssr=SsrMode::Async/>
                 <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async/>
                 <Route path=path!("/endpoints/:id") view=EndpointPage ssr=SsrMode::Async/>
                 <Route path=path!("/dead-letters") view=DeadLettersPage ssr=SsrMode::Async/>

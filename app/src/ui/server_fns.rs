@@ -51,7 +51,8 @@ mod ssr {
 
 #[cfg(feature = "ssr")]
 use domain::request::{
-    NameBody, PreviewBody, ReadBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
+    EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, PreviewBody, ReadBody, ReplayWindowBody,
+    SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
 };
 #[cfg(feature = "ssr")]
 use ssr::{fail, viewer};
@@ -210,15 +211,94 @@ pub async fn get_subscription(id: String) -> Result<Subscription, ServerFnError>
     backend.subscription(&v, &id.into()).await.map_err(fail)
 }
 
-/// The subscription form's fields, by the names of the REST API's body.
-fn subscription_form(
+#[server]
+pub async fn get_event_types(cursor: Option<String>) -> Result<Page<EventType>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.event_types(&v, text(cursor)).await.map_err(fail)
+}
+
+#[server]
+pub async fn get_event_type(name: String, customer_id: Option<String>) -> Result<EventType, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.event_type(&v, text(customer_id), &name).await.map_err(fail)
+}
+
+/// Adds a type to the catalog; `schema` and `example` are JSON text.
+#[server]
+pub async fn create_event_type(
     name: Option<String>,
-    url: Option<String>,
+    description: Option<String>,
+    schema: Option<String>,
+    example: Option<String>,
+    customer_id: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let body = EventTypeBody::read_form(&[
+        ("name", text(name)),
+        ("description", text(description)),
+        ("schema", text(schema)),
+        ("example", text(example)),
+        ("customer_id", text(customer_id)),
+    ])
+    .map_err(invalid)?;
+    let created = backend.create_event_type(&v, body).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/event-types?created={}", urlencode(&created.name)));
+    Ok(())
+}
+
+/// Changes a type; a field left empty is removed.
+#[server]
+pub async fn update_event_type(
+    name: String,
+    customer_id: Option<String>,
+    description: Option<String>,
+    schema: Option<String>,
+    example: Option<String>,
+) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let patch = EventTypePatch::read_form(&[
+        ("description", Some(description.unwrap_or_default())),
+        ("schema", Some(schema.unwrap_or_default())),
+        ("example", Some(example.unwrap_or_default())),
+    ])
+    .map_err(invalid)?;
+    backend.update_event_type(&v, text(customer_id), &name, patch).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/event-types?saved={}", urlencode(&name)));
+    Ok(())
+}
+
+#[server]
+pub async fn delete_event_type(name: String, customer_id: Option<String>) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.delete_event_type(&v, text(customer_id), &name).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/event-types?removed={}", urlencode(&name)));
+    Ok(())
+}
+
+/// The customer's latest kept events of these types, each with whether the filter matches it
+/// (the subscription form's "Test the filter"); the admin names the customer, or the subscription.
+#[server]
+pub async fn get_filter_preview(
+    filter: Option<String>,
     event_types: Option<String>,
-    retry_policy: Option<String>,
-    timeout_ms: Option<String>,
-    content_mode: Option<String>,
-) -> [(&'static str, Option<String>); 6] {
+    customer_id: Option<String>,
+    subscription_id: Option<String>,
+) -> Result<Vec<FilterMatch>, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let body = FilterPreviewBody::read_form(&[
+        ("filter", text(filter)),
+        ("event_types", text(event_types)),
+        ("customer_id", text(customer_id)),
+        ("subscription_id", text(subscription_id)),
+    ])
+    .map_err(invalid)?;
+    backend.preview_filter(&v, body).await.map_err(fail)
+}
+
+/// The subscription form's fields, by the names of the REST API's body. The filter's text is sent
+/// even when empty: the form's empty filter removes it (a form without the field keeps it).
+fn subscription_form(fields: SubscriptionForm) -> [(&'static str, Option<String>); 7] {
+    let SubscriptionForm { name, url, event_types, retry_policy, timeout_ms, content_mode, filter } = fields;
     [
         ("name", text(name)),
         ("url", text(url)),
@@ -226,21 +306,29 @@ fn subscription_form(
         ("retry_policy", text(retry_policy)),
         ("timeout_ms", text(timeout_ms)),
         ("content_mode", text(content_mode)),
+        ("filter", filter),
     ]
 }
 
-#[server]
-pub async fn create_subscription(
+/// The subscription form as submitted.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct SubscriptionForm {
     name: Option<String>,
     url: Option<String>,
     event_types: Option<String>,
     retry_policy: Option<String>,
     timeout_ms: Option<String>,
     content_mode: Option<String>,
+    filter: Option<String>,
+}
+
+#[server]
+pub async fn create_subscription(
+    #[server(flatten)] form: SubscriptionForm,
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let mut form = subscription_form(name, url, event_types, retry_policy, timeout_ms, content_mode).to_vec();
+    let mut form = subscription_form(form).to_vec();
     form.push(("customer_id", text(customer_id)));
     let body = SubscriptionBody::read_form(&form).map_err(invalid)?;
     let sub = backend.create_subscription(&v, body).await.map_err(fail)?;
@@ -249,17 +337,9 @@ pub async fn create_subscription(
 }
 
 #[server]
-pub async fn update_subscription(
-    id: String,
-    name: Option<String>,
-    url: Option<String>,
-    event_types: Option<String>,
-    retry_policy: Option<String>,
-    timeout_ms: Option<String>,
-    content_mode: Option<String>,
-) -> Result<(), ServerFnError> {
+pub async fn update_subscription(id: String, #[server(flatten)] form: SubscriptionForm) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let form = subscription_form(name, url, event_types, retry_policy, timeout_ms, content_mode);
+    let form = subscription_form(form);
     let patch = SubscriptionPatch::read_form(&form).map_err(invalid)?;
     backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));

@@ -18,6 +18,7 @@ mod unlock;
 use serde_json::Value;
 
 use crate::errors::FieldError;
+use crate::event::CloudEvent;
 use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::Fields;
 use crate::policy::RetryPolicy;
@@ -47,40 +48,41 @@ pub trait ReadBody: Sized {
 /// Declares a request body: a struct of its fields (a required one as its rule's type, an
 /// optional one as an `Option`), `read` from JSON, and its schema. Given `patch`, it also declares
 /// the body that changes such an object: the same fields, each optional, less those after `;`
-/// (set only when the object is created). Given `schema then f`, `f` adds to the schema what ties
+/// (set only when the object is created, required or not); a `clearable` field is `Some(None)` in a change that
+/// sets it to `null`, and optional on creation. Given `schema then f`, `f` adds to the schema what ties
 /// fields together (their rule is the use case's).
 macro_rules! request_body {
     (
         $(#[$meta:meta])* $name:ident, patch $(#[$patch_meta:meta])* $patch:ident {
             $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ ;
-            $(optional $create_only:ident: $create_only_rule:ty),* $(,)?
+            $($(#[doc = $create_doc:literal])* $create_kind:ident $create_only:ident: $create_only_rule:ty),* $(,)?
         }
     ) => {
         request_body! {
             $(#[$meta])* $name {
                 $($(#[doc = $doc])* $kind $field: $rule,)+
-                $(optional $create_only: $create_only_rule,)*
+                $($(#[doc = $create_doc])* $create_kind $create_only: $create_only_rule,)*
             }
         }
         request_body! {
-            $(#[$patch_meta])* $patch { $($(#[doc = $doc])* optional $field: $rule,)+ }
+            $(#[$patch_meta])* $patch { $($(#[doc = $doc])* $kind / patch $field: $rule,)+ }
         }
     };
     (
         $(#[$meta:meta])* $name:ident $(, schema then $finish:path)? {
-            $($(#[doc = $doc:literal])* $kind:ident $field:ident: $rule:ty),+ $(,)?
+            $($(#[doc = $doc:literal])* $kind:ident $(/ $in_patch:ident)? $field:ident: $rule:ty),+ $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone)]
-        pub struct $name { $($(#[doc = $doc])* pub $field: request_body!(@type $kind $rule)),+ }
+        pub struct $name { $($(#[doc = $doc])* pub $field: request_body!(@type [$kind $($in_patch)?] $rule)),+ }
 
         impl ReadBody for $name {
             fn read(body: &Value) -> Result<$name, Vec<FieldError>> {
                 let mut f = Fields::new(body, "")?;
-                $(let $field = f.rule::<$rule>(stringify!($field), request_body!(@required $kind));)+
+                $(let $field = request_body!(@read f [$kind $($in_patch)?] $field $rule);)+
                 f.finish()?;
-                Ok($name { $($field: request_body!(@take $kind $field)),+ })
+                Ok($name { $($field: request_body!(@take [$kind $($in_patch)?] $field)),+ })
             }
 
             fn form_value(field: &str, text: &str) -> Value {
@@ -96,10 +98,10 @@ macro_rules! request_body {
             fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
                 let mut object = openapi::closed_object()
                     $(.property(stringify!($field), openapi::describe(
-                        <$rule as FieldRule>::schema(!request_body!(@required $kind)),
+                        <$rule as FieldRule>::schema(!request_body!(@required [$kind $($in_patch)?])),
                         &[$($doc),*],
                     )))+;
-                $(if request_body!(@required $kind) { object = object.required(stringify!($field)); })+
+                $(if request_body!(@required [$kind $($in_patch)?]) { object = object.required(stringify!($field)); })+
                 #[allow(unused_mut)]
                 let mut object = object.build();
                 $($finish(&mut object);)?
@@ -114,13 +116,18 @@ macro_rules! request_body {
             }
         }
     };
-    (@type required $rule:ty) => { $rule };
-    (@type optional $rule:ty) => { Option<$rule> };
-    (@required required) => { true };
-    (@required optional) => { false };
-    (@take required $field:ident) => { $field.expect("a required field is present when there are no errors") };
-    (@take optional $field:ident) => { $field };
-    }
+    (@type [required] $rule:ty) => { $rule };
+    (@type [clearable patch] $rule:ty) => { Option<Option<$rule>> };
+    (@type [$($kind:ident)+] $rule:ty) => { Option<$rule> };
+    (@required [required]) => { true };
+    (@required [$($kind:ident)+]) => { false };
+    (@read $f:ident [clearable patch] $field:ident $rule:ty) => { $f.clearable::<$rule>(stringify!($field)) };
+    (@read $f:ident [$($kind:ident)+] $field:ident $rule:ty) => {
+        $f.rule::<$rule>(stringify!($field), request_body!(@required [$($kind)+]))
+    };
+    (@take [required] $field:ident) => { $field.expect("a required field is present when there are no errors") };
+    (@take [$($kind:ident)+] $field:ident) => { $field };
+}
 
 request_body! {
     /// `{"name"}` of a customer or an API key.
@@ -149,9 +156,57 @@ request_body! {
         optional retry_policy: RetryPolicy,
         optional timeout_ms: Integer<1000, 60000>,
         optional content_mode: ContentMode,
-        optional status: SubscriptionStatus;
+        optional status: SubscriptionStatus,
+        /// A CEL expression over the event, `message`, that must be true for an event to reach the
+        /// subscription (`message.source.startsWith("/shop/eu") && message.data.total > 100`); at
+        /// most 4096 bytes. `null` removes it.
+        clearable filter: FilterText;
         optional customer_id: CustomerId,
     }
+}
+
+request_body! {
+    /// A filter to try on an event; nothing is stored.
+    FilterTestBody {
+        /// A CEL expression over the event, `message`
+        required filter: FilterText,
+        required event: CloudEvent,
+    }
+}
+
+request_body! {
+    /// A filter tried on a customer's latest kept events of some types (the dashboard's "Test the
+    /// filter"); the admin names the customer, or the subscription whose customer it is.
+    FilterPreviewBody {
+        required filter: FilterText,
+        required event_types: EventTypes,
+        optional customer_id: CustomerId,
+        optional subscription_id: SubscriptionId,
+    }
+}
+
+request_body! {
+    /// A type of the customer's event-type catalog. The admin names the customer in `customer_id`; a
+    /// customer's key may leave it out (it is ignored).
+    EventTypeBody,
+    patch
+    /// The fields to change; `null` removes a description, a schema or an example.
+    EventTypePatch {
+        clearable description: Text<1000>,
+        /// A JSON Schema (draft 2020-12) for the `data` of the type's events: publishing one whose data
+        /// breaks it is refused (422)
+        clearable schema: JsonSchemaDocument,
+        /// An event's `data` that `send-example` publishes; it must validate against `schema`
+        clearable example: AnyJson;
+        /// A CloudEvents type, unique in the customer's catalog; the prefix `herald.` is reserved
+        required name: EventTypeName,
+        optional customer_id: CustomerId,
+    }
+}
+
+request_body! {
+    /// The catalog's type whose example to send.
+    SendExampleBody { required event_type: EventTypeName }
 }
 
 request_body! {

@@ -5,8 +5,10 @@
 use serde_json::Value;
 
 use crate::errors::FieldError;
+use crate::event::{CloudEvent, MAX_ATTRIBUTE_LEN};
 use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::{Fields, check_text, whole_number};
+use crate::operational::{RESERVED_PREFIX, is_herald_type};
 use crate::policy::RetryPolicy;
 use crate::states::{ContentMode, MessageState, Role, SubscriptionStatus};
 use crate::target::TargetUrl;
@@ -44,14 +46,29 @@ impl<const MAX: usize> FieldRule for Text<MAX> {
         check_text(text, MAX).map(|()| Text(text.clone())).map_err(|message| vec![FieldError::new(name, message)])
     }
 
+    /// A form's blank field is `null`: nothing, or, where `null` clears a field, no text.
+    fn form_value(text: &str) -> Value {
+        blank_is_null(text)
+    }
+
     #[cfg(feature = "openapi")]
     fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        openapi::object_of(utoipa::openapi::schema::Type::String, nullable)
-            .min_length(Some(1))
-            .max_length(Some(MAX))
-            .pattern(Some(TEXT_PATTERN))
-            .into()
+        text_schema(nullable, MAX)
     }
+}
+
+fn blank_is_null(text: &str) -> Value {
+    if text.trim().is_empty() { Value::Null } else { Value::String(text.to_string()) }
+}
+
+/// The schema of text that is not blank and holds no NUL, of 1 to `max` characters.
+#[cfg(feature = "openapi")]
+fn text_schema(nullable: bool, max: usize) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    openapi::object_of(utoipa::openapi::schema::Type::String, nullable)
+        .min_length(Some(1))
+        .max_length(Some(max))
+        .pattern(Some(TEXT_PATTERN))
+        .into()
 }
 
 /// A whole number from `MIN` to `MAX` (`42`, `42.0` and `4.2e1` alike).
@@ -121,6 +138,137 @@ impl FieldRule for EventTypes {
             .max_items(Some(MAX_EVENT_TYPES))
             .into()
     }
+}
+
+/// The longest filter, in bytes.
+pub const MAX_FILTER_BYTES: usize = 4096;
+
+/// A subscription's filter as written: a CEL expression of 1 to [`MAX_FILTER_BYTES`] bytes over the
+/// event, `message`. Whether it parses and gives a boolean is checked where it is compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterText(pub String);
+
+impl FieldRule for FilterText {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let why = match value {
+            Value::String(text) if text.len() > MAX_FILTER_BYTES => format!("must be at most {MAX_FILTER_BYTES} bytes"),
+            Value::String(text) if text.trim().is_empty() => "must not be blank (null removes the filter)".into(),
+            Value::String(text) if text.contains('\0') => "must not contain NUL".into(),
+            Value::String(text) => return Ok(FilterText(text.clone())),
+            _ => "must be a CEL expression as a string".into(),
+        };
+        Err(vec![FieldError::new(name, why)])
+    }
+
+    /// A form's empty filter field removes the filter.
+    fn form_value(text: &str) -> Value {
+        blank_is_null(text)
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        text_schema(nullable, MAX_FILTER_BYTES)
+    }
+}
+
+/// A CloudEvent inside a body, its errors named below the field (`event.id`).
+impl FieldRule for CloudEvent {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        CloudEvent::parse(value.clone(), name)
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(_nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::Ref::from_schema_name("CloudEventBody").into()
+    }
+}
+
+/// A CloudEvents type for the catalog: 1 to 1024 bytes without control characters, and not one of
+/// Herald's own (`herald.`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTypeName(pub String);
+
+impl FieldRule for EventTypeName {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        let why = match value {
+            Value::String(text) if text.is_empty() => "must not be empty".to_string(),
+            Value::String(text) if text.len() > MAX_ATTRIBUTE_LEN => {
+                format!("must be at most {MAX_ATTRIBUTE_LEN} bytes")
+            }
+            Value::String(text) if text.chars().any(char::is_control) => "must not contain control characters".into(),
+            Value::String(text) if is_herald_type(text) => {
+                format!(
+                    "the prefix {RESERVED_PREFIX:?} is reserved for Herald's own events, which are documented, not stored"
+                )
+            }
+            Value::String(text) => return Ok(EventTypeName(text.clone())),
+            _ => "must be a string".into(),
+        };
+        Err(vec![FieldError::new(name, why)])
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        openapi::object_of(utoipa::openapi::schema::Type::String, nullable)
+            .min_length(Some(1))
+            .max_length(Some(MAX_ATTRIBUTE_LEN))
+            .pattern(Some(r"^[^\x00-\x1f\x7f-\x9f]+$"))
+            .into()
+    }
+}
+
+/// A JSON Schema document: an object or a boolean. Whether it is valid JSON Schema is checked where
+/// it is compiled. A form sends it as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonSchemaDocument(pub Value);
+
+impl FieldRule for JsonSchemaDocument {
+    fn read(value: &Value, name: &str) -> Result<Self, Vec<FieldError>> {
+        match value {
+            Value::Object(_) | Value::Bool(_) => Ok(JsonSchemaDocument(value.clone())),
+            _ => Err(vec![FieldError::new(name, "must be a JSON Schema (draft 2020-12): an object or a boolean")]),
+        }
+    }
+
+    fn form_value(text: &str) -> Value {
+        json_text(text)
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{SchemaType, Type};
+        let types =
+            if nullable { vec![Type::Object, Type::Boolean, Type::Null] } else { vec![Type::Object, Type::Boolean] };
+        utoipa::openapi::ObjectBuilder::new().schema_type(SchemaType::from_iter(types)).into()
+    }
+}
+
+/// Any JSON value but `null` (which clears the field). A form sends it as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnyJson(pub Value);
+
+impl FieldRule for AnyJson {
+    fn read(value: &Value, _name: &str) -> Result<Self, Vec<FieldError>> {
+        Ok(AnyJson(value.clone()))
+    }
+
+    fn form_value(text: &str) -> Value {
+        json_text(text)
+    }
+
+    #[cfg(feature = "openapi")]
+    fn schema(_nullable: bool) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new().schema_type(utoipa::openapi::schema::SchemaType::AnyValue).into()
+    }
+}
+
+/// A form's JSON text: empty is `null` (nothing), and text that is not JSON stays text, which the
+/// rule then refuses or keeps as a string.
+fn json_text(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_string()))
 }
 
 /// A receiver's URL: at most 2048 characters, absolute http(s), no credentials (see [`TargetUrl`]).
@@ -298,5 +446,16 @@ impl Fields<'_> {
     /// when `required`) or when it breaks the rule (its errors are kept).
     pub fn rule<R: FieldRule>(&mut self, field: &'static str, required: bool) -> Option<R> {
         self.read_with(field, required, R::read)
+    }
+
+    /// A field that `null` clears: `None` when absent, `Some(None)` when null, and `Some(Some(_))`
+    /// when it keeps its rule (an error is kept when it breaks it, and the field reads as absent).
+    pub fn clearable<R: FieldRule>(&mut self, field: &'static str) -> Option<Option<R>> {
+        let given = self.given(field);
+        match self.rule::<R>(field, false) {
+            Some(value) => Some(Some(value)),
+            None if given == Some(true) => Some(None),
+            None => None,
+        }
     }
 }

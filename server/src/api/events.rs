@@ -39,9 +39,9 @@ async fn publish(
     State(s): State<ApiState>,
     PublishPermit(who): PublishPermit,
     Params(q): Params<CustomerQuery>,
-    Published(events): Published,
+    Published { events, batch }: Published,
 ) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
-    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, text_of(&q.customer_id), events).await?)))
+    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, text_of(&q.customer_id), events, batch).await?)))
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventQuery),

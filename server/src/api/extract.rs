@@ -75,14 +75,19 @@ impl<T: ReadBody> FromRequest<ApiState> for Body<T> {
 }
 
 /// A publish's events: one CloudEvent, or a batch sent as `application/cloudevents-batch+json`.
-pub struct Published(pub Vec<CloudEvent>);
+pub struct Published {
+    pub events: Vec<CloudEvent>,
+    /// Whether they came as a batch, whose errors name each event by its place (`[3].data`).
+    pub batch: bool,
+}
 
 impl FromRequest<ApiState> for Published {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &ApiState) -> Result<Self, ApiError> {
         let JsonBody { value, batch } = JsonBody::from_request(req, state).await?;
-        read_publish(value, batch).map(Published).map_err(ApiError::from)
+        let events = read_publish(value, batch).map_err(ApiError::from)?;
+        Ok(Published { events, batch })
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod admin;
 mod endpoints;
+mod event_types;
 mod events;
 pub mod extract;
 pub mod key_cache;
@@ -36,6 +37,7 @@ fn routes() -> OpenApiRouter<ApiState> {
         .merge(admin::router())
         .merge(subscriptions::router())
         .merge(events::router())
+        .merge(event_types::router())
         .merge(messages::router())
         .merge(endpoints::router())
 }
@@ -77,7 +79,7 @@ impl Modify for BearerAuth {
 #[openapi(
     info(title = "Herald", description = "Event delivery to webhooks: at least once, signed, with retries, circuit breakers and replay."),
     components(schemas(
-        problem::Problem, domain::errors::FieldError, domain::policy::RetryPolicy, domain::request::SubscriptionPatch, dto::Customer, dto::ApiKeyCreated, dto::ApiKey, dto::User, dto::Subscription, dto::PublishResult,
+        problem::Problem, domain::errors::FieldError, domain::policy::RetryPolicy, domain::request::SubscriptionPatch, domain::request::EventTypePatch, dto::Customer, dto::ApiKeyCreated, dto::ApiKey, dto::User, dto::Subscription, dto::PublishResult,
         dto::PublishedEvent, dto::Event, dto::EventDetail, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
         dto::PreviewAttempt, dto::AuditEntry, dto::ReplayResult, states::MessageState, states::Outcome,
         states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,

@@ -79,6 +79,14 @@ problems! {
     UpdateErrors = [400, 401, 404, 413, 415, 422, 431, 500, 503];
     /// A customer-scoped create with a JSON body (404: the admin named no such customer).
     CreateErrors = [400, 401, 404, 413, 415, 422, 431, 503];
+    /// A customer-scoped create of a named object (409: the name is taken).
+    NamedCreateErrors = [400, 401, 404, 409, 413, 415, 422, 431, 503];
+    /// One object by name, of a customer the admin names (422: the admin named no customer).
+    NamedReadErrors = [400, 401, 404, 422, 431, 503];
+    /// A change with a JSON body to one object by name.
+    NamedUpdateErrors = [400, 401, 404, 413, 415, 422, 431, 503];
+    /// Publishing one subscription's example (409: the type has no example).
+    SendExampleErrors = [400, 401, 404, 409, 413, 415, 422, 431, 503];
     /// A request with a JSON body that only validates.
     BodyErrors = [400, 401, 413, 415, 422, 431, 503];
     /// Replaying a window of the archive (404: no such subscription, named in `errors`).

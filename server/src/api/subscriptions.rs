@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use domain::dto;
 use domain::ids::SubscriptionId;
 use domain::query::{CustomerPageQuery, text_of};
-use domain::request::{PreviewBody, SubscriptionBody, SubscriptionPatch};
+use domain::request::{FilterTestBody, PreviewBody, SendExampleBody, SubscriptionBody, SubscriptionPatch};
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -14,15 +14,19 @@ use utoipa_axum::routes;
 use super::admin::page_of;
 use super::extract::{Body, Params};
 use super::problem::ApiResult;
-use super::schemas::{BodyErrors, CreateErrors, ListErrors, ReadErrors, SecretReadErrors, UpdateErrors};
+use super::schemas::{
+    BodyErrors, CreateErrors, ListErrors, ReadErrors, SecretReadErrors, SendExampleErrors, UpdateErrors,
+};
 use super::state::ApiState;
-use crate::service::{Principal, policies, subscriptions};
+use crate::service::{Principal, events, policies, subscriptions};
 
 pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::default()
         .routes(routes!(create, list))
         .routes(routes!(read, update, remove))
         .routes(routes!(rotate_secret))
+        .routes(routes!(filter_test))
+        .routes(routes!(send_example))
         .routes(routes!(preview))
 }
 
@@ -93,6 +97,26 @@ async fn rotate_secret(
     Path(id): Path<SubscriptionId>,
 ) -> ApiResult<Json<dto::Subscription>> {
     Ok(Json(subscriptions::rotate_secret(&s, &who, &id).await?))
+}
+
+#[utoipa::path(post, path = "/api/v1/subscriptions/filter-test", tag = "subscriptions", request_body = FilterTestBody,
+    responses((status = 200, description = "Whether the filter matches the event; `error` says why it failed on it (no match). \
+        Nothing is stored", body = dto::FilterTest), BodyErrors))]
+async fn filter_test(_who: Principal, Body(body): Body<FilterTestBody>) -> ApiResult<Json<dto::FilterTest>> {
+    Ok(Json(subscriptions::test_filter(body)?))
+}
+
+#[utoipa::path(post, path = "/api/v1/subscriptions/{id}/send-example", tag = "subscriptions", request_body = SendExampleBody,
+    params(("id" = String, Path, description = "The subscription", pattern = r"^[^\x00]*$")),
+    responses((status = 202, description = "The catalog's example of the type, published as a real event (source \
+        `/herald/example`) for this subscription only", body = dto::PublishResult), SendExampleErrors))]
+async fn send_example(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<SubscriptionId>,
+    Body(body): Body<SendExampleBody>,
+) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
+    Ok((StatusCode::ACCEPTED, Json(events::send_example(&s, &who, &id, body).await?)))
 }
 
 #[utoipa::path(post, path = "/api/v1/retry-policies/preview", tag = "subscriptions", request_body = PreviewBody,

@@ -33,7 +33,7 @@ use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::health::DatabaseHealth;
 use crate::store::messages::{PAUSED, message_for};
-use crate::store::{events, notify, processes};
+use crate::store::{events, notify, processes, subscriptions};
 
 type Result<T> = std::result::Result<T, PublishError>;
 
@@ -195,8 +195,14 @@ async fn write_routed(
     work: &[(CustomerId, Vec<CloudEvent>)],
 ) -> Result<Option<Written>> {
     let now = parts.clock.now_ms();
-    let (rows, entries) = deduplicate(work, now);
-    let (rows, mut new_messages, routed) = route(rows, routing, now);
+    let refused = check_schemas(work, routing);
+    let Deduplicated { rows, published, entries } = deduplicate(work, refused, now);
+    if rows.is_empty() && !routing_is_current(parts, routing).await? {
+        // Every request was refused by a schema: the write that would have checked the routing
+        // does not happen, so it is checked here (a schema may have been removed meanwhile).
+        return Ok(None);
+    }
+    let (rows, mut new_messages, routed) = route(rows, &published, routing, now);
     let reserved = reserve(parts, &mut new_messages, &routed, now);
     let mut by_key: Vec<&event::Model> = rows.iter().map(Arc::as_ref).collect();
     by_key.sort_by(|a, b| (&a.customer_id, &a.source, &a.ce_id).cmp(&(&b.customer_id, &b.source, &b.ce_id)));
@@ -223,13 +229,61 @@ async fn write_routed(
     }))
 }
 
-/// One row per distinct (customer, source, id) of the batch; a repeat inside the batch answers as
-/// a duplicate of its first. Returns the rows and, per request, where each of its events went.
-fn deduplicate(work: &[(CustomerId, Vec<CloudEvent>)], now: i64) -> (Vec<event::Model>, Vec<Vec<Entry>>) {
+/// Whether the customers' routing versions are still those the batch was routed with.
+async fn routing_is_current(parts: &IntakeContext, routing: &[Arc<Route>]) -> Result<bool> {
+    let customers: Vec<CustomerId> = routing.iter().map(|route| route.customer_id.clone()).collect();
+    let versions = subscriptions::routing_versions(&parts.db, &customers).await?;
+    Ok(routing.iter().all(|route| route.version == versions.get(&route.customer_id).copied()))
+}
+
+/// Each request's events checked against the schemas of their types in the customer's catalog: the
+/// error of a request refused (a batch is refused whole), `None` for one that passes. Nothing is
+/// checked when no customer of the batch has a schema.
+fn check_schemas(work: &[(CustomerId, Vec<CloudEvent>)], routing: &[Arc<Route>]) -> Vec<Option<PublishError>> {
+    if routing.iter().all(|route| route.schemas.is_empty()) {
+        return work.iter().map(|_| None).collect();
+    }
+    let schemas_of: HashMap<&str, &Route> =
+        routing.iter().map(|route| (route.customer_id.as_str(), &**route)).collect();
+    let check = |(customer_id, events): &(CustomerId, Vec<CloudEvent>)| {
+        let schemas = &schemas_of.get(customer_id.as_str())?.schemas;
+        let broken: Vec<(usize, Vec<String>)> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, event)| {
+                let why = schemas.get(event.event_type())?.check_event(event);
+                (!why.is_empty()).then_some((i, why))
+            })
+            .collect();
+        (!broken.is_empty()).then_some(PublishError::Invalid(broken))
+    };
+    work.iter().map(check).collect()
+}
+
+/// A batch's distinct events: their rows, the event each was made of, and, per request, where each
+/// of its events went (or why the request was refused).
+struct Deduplicated<'a> {
+    rows: Vec<event::Model>,
+    published: Vec<&'a CloudEvent>,
+    entries: Vec<Result<Vec<Entry>>>,
+}
+
+/// One row per distinct (customer, source, id) of the requests not refused; a repeat inside the
+/// batch answers as a duplicate of its first.
+fn deduplicate(
+    work: &[(CustomerId, Vec<CloudEvent>)],
+    refused: Vec<Option<PublishError>>,
+    now: i64,
+) -> Deduplicated<'_> {
     let mut rows: Vec<event::Model> = Vec::new();
+    let mut published: Vec<&CloudEvent> = Vec::new();
     let mut first_of: HashMap<(&str, &str, &str), usize> = HashMap::new();
-    let mut entries: Vec<Vec<Entry>> = Vec::with_capacity(work.len());
-    for (customer_id, batch) in work {
+    let mut entries: Vec<Result<Vec<Entry>>> = Vec::with_capacity(work.len());
+    for ((customer_id, batch), refused) in work.iter().zip(refused) {
+        if let Some(error) = refused {
+            entries.push(Err(error));
+            continue;
+        }
         let mut request_entries = Vec::with_capacity(batch.len());
         for ce in batch {
             let key = (customer_id.as_str(), ce.source(), ce.id());
@@ -239,6 +293,7 @@ fn deduplicate(work: &[(CustomerId, Vec<CloudEvent>)], now: i64) -> (Vec<event::
             }
             first_of.insert(key, rows.len());
             request_entries.push(Entry::Row(rows.len()));
+            published.push(ce);
             rows.push(event::Model {
                 id: ids::new(),
                 customer_id: customer_id.clone(),
@@ -250,9 +305,9 @@ fn deduplicate(work: &[(CustomerId, Vec<CloudEvent>)], now: i64) -> (Vec<event::
                 message_ids: String::new(),
             });
         }
-        entries.push(request_entries);
+        entries.push(Ok(request_entries));
     }
-    (rows, entries)
+    Deduplicated { rows, published, entries }
 }
 
 /// A batch's rows, their messages, and for each message its row and subscription.
@@ -261,15 +316,22 @@ type RoutedBatch<'a> = (Vec<Arc<event::Model>>, Vec<message::Model>, Vec<(usize,
 /// Every row's messages, before knowing which rows are new: the store keeps only those of the
 /// events it inserts, and the others' hand-overs are dropped. A subscription deleted after this
 /// routing was checked by the write (READ COMMITTED) leaves messages that its lane ends unattempted.
-fn route(mut rows: Vec<event::Model>, routing: &[Arc<Route>], now: i64) -> RoutedBatch<'_> {
+fn route<'a>(
+    mut rows: Vec<event::Model>,
+    published: &[&CloudEvent],
+    routing: &'a [Arc<Route>],
+    now: i64,
+) -> RoutedBatch<'a> {
     let routed_of: HashMap<&str, &[RoutedSubscription]> =
         routing.iter().map(|route| (route.customer_id.as_str(), route.subscriptions.as_slice())).collect();
     let mut new_messages: Vec<message::Model> = Vec::new();
     let mut routed: Vec<(usize, &RoutedSubscription)> = Vec::new();
     for (i, row) in rows.iter_mut().enumerate() {
         let routed_to = routed_of.get(row.customer_id.as_str()).copied().unwrap_or_default();
+        // The event as filters see it, made only if a filter is evaluated on it.
+        let mut message = None;
         for sub in routed_to {
-            if !sub.accepts(&row.event_type) {
+            if !sub.accepts(&row.event_type) || !sub.passes(published[i], &mut message) {
                 continue;
             }
             let msg = message_for(row, &sub.subscription, sub.policy.ttl_secs as i64 * 1000, now);
@@ -365,7 +427,7 @@ async fn results(
 }
 
 /// Each request's answer, an entry per event, in order.
-fn answer(entries: Vec<Vec<Entry>>, stored: &[Result<PublishedEvent>]) -> Vec<Result<PublishResult>> {
+fn answer(entries: Vec<Result<Vec<Entry>>>, stored: &[Result<PublishedEvent>]) -> Vec<Result<PublishResult>> {
     let answer = |entry: Entry| -> Result<PublishedEvent> {
         let (i, repeat) = match entry {
             Entry::Row(i) => (i, false),
@@ -379,7 +441,7 @@ fn answer(entries: Vec<Vec<Entry>>, stored: &[Result<PublishedEvent>]) -> Vec<Re
     entries
         .into_iter()
         .map(|request_entries| {
-            let events = request_entries.into_iter().map(answer).collect::<Result<Vec<_>>>()?;
+            let events = request_entries?.into_iter().map(answer).collect::<Result<Vec<_>>>()?;
             Ok(PublishResult { events })
         })
         .collect()

@@ -48,6 +48,7 @@ use crate::store::notify;
 use handoff::Handoff;
 use intake::Intake;
 pub use lanes::Lanes;
+pub use routes::StoredFilter;
 use spans::Spans;
 pub use wakeup::{Due, Wakeup};
 
@@ -68,6 +69,10 @@ pub enum PublishError {
     /// The database is away (see [`DatabaseHealth`]); nothing was tried.
     #[error("the database is unavailable: {0}")]
     Unavailable(String),
+    /// Events (by their place in the request) whose data breaks their type's schema, each with
+    /// why; nothing of the request was stored.
+    #[error("the data of {} events breaks their type's schema", .0.len())]
+    Invalid(Vec<(usize, Vec<String>)>),
 }
 
 /// The pipeline's shared parts; cloning the handle copies one reference count.

@@ -15,7 +15,11 @@ use sea_orm::{ConnectionTrait, DbErr};
 use domain::operational::{self, EndpointReport, Report};
 use domain::policy::DeadReason;
 
+use domain::event::CloudEvent;
+use domain::filter::Message;
+
 use super::Pipeline;
+use super::routes::StoredFilter;
 use crate::ids;
 use crate::store::entities::{event, message, subscription};
 use crate::store::messages::{PAUSED, message_for};
@@ -123,38 +127,57 @@ pub async fn report_endpoints(
     write(pipeline, txn, &listeners, reports.into_iter().map(|(customer, r)| (customer, Report::Endpoint(r)))).await
 }
 
-/// Stores each report that a listener takes, with one message per listener.
+/// A subscription that names an operational event's type, with what it takes read once.
+struct Listener<'a> {
+    sub: &'a subscription::Model,
+    types: Vec<String>,
+    filter: Option<StoredFilter>,
+}
+
+/// Stores each report that a listener takes (its types name it and its filter, if any, passes it),
+/// with one message per listener.
 async fn write(
     pipeline: &Pipeline,
     txn: &impl ConnectionTrait,
     listeners: &[subscription::Model],
     reports: impl Iterator<Item = (CustomerId, Report)>,
 ) -> Result<Announced, DbErr> {
-    let mut of_customer: HashMap<&CustomerId, Vec<(&subscription::Model, Vec<String>)>> = HashMap::new();
+    let mut of_customer: HashMap<&CustomerId, Vec<Listener>> = HashMap::new();
     for sub in listeners {
-        of_customer.entry(&sub.customer_id).or_default().push((sub, event_types(&sub.event_types)));
+        let listener = Listener {
+            sub,
+            types: event_types(&sub.event_types),
+            filter: sub.filter.as_deref().map(StoredFilter::compile),
+        };
+        of_customer.entry(&sub.customer_id).or_default().push(listener);
     }
     let now = pipeline.now_ms();
     let time = crate::clock::to_utc(now).to_rfc3339();
     let (mut events, mut new_messages) = (Vec::new(), Vec::new());
     for (customer_id, report) in reports {
         let event_type = report.event_type();
-        let takers = of_customer.get(&customer_id).into_iter().flatten().filter(|(sub, types)| {
-            types.iter().any(|t| operational::type_matches(t, event_type))
-                && report.about_endpoint() != Some(sub.endpoint_id.as_str())
-        });
         let id: EventId = ids::new();
+        let event = CloudEvent::from_stored(report.cloud_event(&id, &time)).expect("an operational event is an object");
+        let mut message = None;
+        let takers = of_customer.get(&customer_id).into_iter().flatten().filter(|listener| {
+            listener.types.iter().any(|t| operational::type_matches(t, event_type))
+                && report.about_endpoint() != Some(listener.sub.endpoint_id.as_str())
+                && listener
+                    .filter
+                    .as_ref()
+                    .is_none_or(|f| f.matches(message.get_or_insert_with(|| Message::of(&event))))
+        });
         let mut row = event::Model {
             id: id.clone(),
             customer_id,
             source: operational::SOURCE.into(),
             ce_id: id.to_string(),
             event_type: event_type.into(),
-            payload: report.cloud_event(&id, &time).to_string(),
+            payload: event.stored_text(),
             created_at: now,
             message_ids: String::new(),
         };
-        for (sub, _) in takers {
+        for Listener { sub, .. } in takers {
             let msg = message_for(&row, sub, policy_of(sub).ttl_secs as i64 * 1000, now);
             row.add_message_id(&msg.id);
             new_messages.push(msg);

@@ -14,12 +14,16 @@ use foldhash::{HashMap, HashMapExt};
 use quick_cache::sync::Cache;
 use sea_orm::{ConnectionTrait, DbErr};
 
+use domain::data_schema::DataSchema;
+use domain::event::CloudEvent;
+use domain::filter::{Filter, Message};
 use domain::operational::type_matches;
 use domain::policy::RetryPolicy;
 
 use crate::store::entities::{endpoint, subscription};
+use crate::store::event_types;
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
-use crate::store::subscriptions::{self, event_types, policy_of};
+use crate::store::subscriptions::{self, policy_of};
 
 /// Customers whose routing is kept at most.
 const MAX_CUSTOMERS: usize = 10_000;
@@ -33,12 +37,14 @@ pub struct RoutedSubscription {
     pub endpoint: Option<Arc<endpoint::Model>>,
     pub policy: Arc<RetryPolicy>,
     event_types: Vec<String>,
+    filter: Option<StoredFilter>,
 }
 
 impl RoutedSubscription {
     pub fn new(subscription: subscription::Model, endpoint: Option<endpoint::Model>) -> RoutedSubscription {
         RoutedSubscription {
-            event_types: event_types(&subscription.event_types),
+            event_types: subscriptions::event_types(&subscription.event_types),
+            filter: subscription.filter.as_deref().map(StoredFilter::compile),
             policy: policy_of(&subscription),
             subscription: Arc::new(subscription),
             endpoint: endpoint.map(Arc::new),
@@ -49,6 +55,44 @@ impl RoutedSubscription {
     pub fn accepts(&self, event_type: &str) -> bool {
         self.event_types.iter().any(|t| type_matches(t, event_type))
     }
+
+    /// Whether the subscription's filter, if it has one, lets this event through; `message` is the
+    /// event as filters see it, made once per event at the first filter that needs it.
+    pub fn passes(&self, event: &CloudEvent, message: &mut Option<Message>) -> bool {
+        let Some(filter) = &self.filter else { return true };
+        filter.matches(message.get_or_insert_with(|| Message::of(event)))
+    }
+}
+
+/// A stored filter, compiled once per subscription and routing version. One that no longer
+/// compiles (it was accepted by another version of Herald) matches nothing and counts as failing.
+pub enum StoredFilter {
+    Compiled(Filter),
+    Broken,
+}
+
+impl StoredFilter {
+    pub fn compile(source: &str) -> StoredFilter {
+        match Filter::compile(source) {
+            Ok(filter) => StoredFilter::Compiled(filter),
+            Err(error) => {
+                tracing::warn!(%error, "a stored filter does not compile; it matches no event");
+                StoredFilter::Broken
+            }
+        }
+    }
+
+    /// Whether the event matches; a filter that fails on it does not, and is counted.
+    pub fn matches(&self, message: &Message) -> bool {
+        let matched = match self {
+            StoredFilter::Compiled(filter) => filter.matches(message).ok(),
+            StoredFilter::Broken => None,
+        };
+        matched.unwrap_or_else(|| {
+            crate::telemetry::hot().filter_errors.increment(1);
+            false
+        })
+    }
 }
 
 /// One customer's routing as read at `version` (`None`: no such customer,
@@ -57,6 +101,8 @@ pub struct Route {
     pub customer_id: CustomerId,
     pub version: Option<i64>,
     pub subscriptions: Vec<RoutedSubscription>,
+    /// The schemas of the customer's catalog, by type: a published event's data is checked first.
+    pub schemas: HashMap<String, DataSchema>,
 }
 
 pub struct Routes {
@@ -91,11 +137,13 @@ impl Routes {
             let routed_subscription = RoutedSubscription::new(subscription, endpoint);
             routed.entry(routed_subscription.subscription.customer_id.clone()).or_default().push(routed_subscription);
         }
+        let mut schemas = schemas_of(db, &missing).await?;
         let read: Vec<Arc<Route>> = missing
             .into_iter()
             .map(|id| {
                 let subscriptions = routed.remove(&id).unwrap_or_default();
-                Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions })
+                let schemas = schemas.remove(&id).unwrap_or_default();
+                Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions, schemas })
             })
             .collect();
         for route in &read {
@@ -113,6 +161,25 @@ impl Routes {
             self.known.remove(id);
         }
     }
+}
+
+/// The compiled schemas of these customers' catalogs. One that no longer compiles (it was accepted
+/// by another version of Herald) checks nothing.
+async fn schemas_of(
+    db: &impl ConnectionTrait,
+    customer_ids: &[CustomerId],
+) -> Result<HashMap<CustomerId, HashMap<String, DataSchema>>, DbErr> {
+    let mut schemas: HashMap<CustomerId, HashMap<String, DataSchema>> = HashMap::new();
+    for row in event_types::with_schemas(db, customer_ids).await? {
+        let document = row.schema.as_deref().and_then(|text| serde_json::from_str(text).ok());
+        match document.map(|schema| DataSchema::compile(&schema)) {
+            Some(Ok(compiled)) => {
+                schemas.entry(row.customer_id).or_default().insert(row.name, compiled);
+            }
+            _ => tracing::warn!(event_type = %row.name, "a stored schema does not compile; it checks nothing"),
+        }
+    }
+    Ok(schemas)
 }
 
 /// What a batch routed with `routes` must find unchanged when it is written.
@@ -152,6 +219,7 @@ mod tests {
             secret: String::new(),
             previous_secret: None,
             previous_secret_expires_at: None,
+            filter: None,
             created_at: 0,
             updated_at: 0,
         }

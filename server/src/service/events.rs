@@ -3,29 +3,32 @@
 //! archive of kept events, and the replay of a time window of it.
 
 use domain::dto;
+use domain::errors::FieldError;
 use domain::event::CloudEvent;
+use domain::filter::Message;
 use domain::ids::{CustomerId, EventId, MessageId, SubscriptionId};
 use domain::operational;
 use domain::query::{EventQuery, TimeParam, text_of};
-use domain::request::ReplayWindowBody;
+use domain::request::{ReplayWindowBody, SendExampleBody};
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
 use super::{Principal, Result, ServiceError, Services, audit};
 use crate::ids::{self, new_id};
-use crate::pipeline::Due;
+use crate::pipeline::{Due, PublishError, StoredFilter};
 use crate::store::entities::{event, message};
 use crate::store::events::EventFilter;
 use crate::store::messages::{message_for, pending_message};
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::{event_types, policy_of};
-use crate::store::{customers, events, messages, subscriptions};
+use crate::store::{self, customers, events, messages, subscriptions};
 
 pub async fn publish(
     services: &Services,
     who: &Principal,
     customer_id: Option<&str>,
     events_in: Vec<CloudEvent>,
+    batch: bool,
 ) -> Result<dto::PublishResult> {
     let customer_id = who.customer_for_write(customer_id)?;
     if matches!(who, Principal::Admin { .. }) {
@@ -35,7 +38,10 @@ pub async fn publish(
         // An empty batch is valid, and stores nothing.
         return Ok(dto::PublishResult { events: Vec::new() });
     }
-    let result = services.pipeline.publish(customer_id, events_in).await?;
+    let result = services.pipeline.publish(customer_id, events_in).await.map_err(|error| match error {
+        PublishError::Invalid(broken) => data_errors(broken, batch),
+        other => other.into(),
+    })?;
     let created: usize = result.events.iter().filter(|e| !e.duplicate).map(|e| e.message_ids.len()).sum();
     let metrics = crate::telemetry::hot();
     metrics.events_published.increment(result.events.len() as u64);
@@ -43,38 +49,96 @@ pub async fn publish(
     Ok(result)
 }
 
+/// Events whose data breaks their type's schema, one error per failing part, named `data` (or
+/// `[i].data` in a batch).
+fn data_errors(broken: Vec<(usize, Vec<String>)>, batch: bool) -> ServiceError {
+    let field = |i: usize| if batch { format!("[{i}].data") } else { "data".to_string() };
+    let errors = broken.into_iter().flat_map(|(i, why)| why.into_iter().map(move |w| FieldError::new(field(i), w)));
+    ServiceError::Invalid(errors.collect())
+}
+
 /// Publishes a `herald.test` event to one subscription only (the dashboard's
 /// "send a test event"); returns the message id.
 pub async fn send_test(services: &Services, who: &Principal, subscription_id: &SubscriptionId) -> Result<MessageId> {
-    let sub = subscriptions::get(&services.db, subscription_id)
+    let sub = visible_subscription(services, who, subscription_id).await?;
+    let data = json!({"message": "A test event from Herald."});
+    let (_, message_id) = publish_to_one(services, &sub, "/herald/test", new_id("test"), "herald.test", data).await?;
+    Ok(message_id)
+}
+
+/// Publishes the catalog's example of a type as a real event (source `/herald/example`) to one
+/// subscription only; answered as a publish. 409 when the type has no example.
+pub async fn send_example(
+    services: &Services,
+    who: &Principal,
+    subscription_id: &SubscriptionId,
+    body: SendExampleBody,
+) -> Result<dto::PublishResult> {
+    let sub = visible_subscription(services, who, subscription_id).await?;
+    let name = body.event_type.0;
+    let listed = store::event_types::get(&services.db, &sub.customer_id, &name).await?;
+    let listed = listed.ok_or(ServiceError::NotFoundField { field: "event_type", what: "event type" })?;
+    let example = listed.example.as_deref().and_then(|text| serde_json::from_str(text).ok());
+    let example = example.ok_or_else(|| ServiceError::Conflict(format!("the type {name:?} has no example")))?;
+    let ce_id = new_id("example");
+    let (_, message_id) = publish_to_one(services, &sub, EXAMPLE_SOURCE, ce_id.clone(), &name, example).await?;
+    let published = dto::PublishedEvent {
+        id: ce_id,
+        source: EXAMPLE_SOURCE.into(),
+        duplicate: false,
+        message_ids: vec![message_id.to_string()],
+    };
+    Ok(dto::PublishResult { events: vec![published] })
+}
+
+/// Where `send-example`'s events come from.
+const EXAMPLE_SOURCE: &str = "/herald/example";
+
+async fn visible_subscription(
+    services: &Services,
+    who: &Principal,
+    id: &SubscriptionId,
+) -> Result<crate::store::entities::subscription::Model> {
+    subscriptions::get(&services.db, id)
         .await?
         .filter(|s| who.sees(&s.customer_id))
-        .ok_or(ServiceError::NotFound("subscription"))?;
+        .ok_or(ServiceError::NotFound("subscription"))
+}
+
+/// Stores an event with one pending message, for this subscription alone, and wakes its lane.
+async fn publish_to_one(
+    services: &Services,
+    sub: &crate::store::entities::subscription::Model,
+    source: &str,
+    ce_id: String,
+    event_type: &str,
+    data: Value,
+) -> Result<(EventId, MessageId)> {
     let now = services.now_ms();
-    let ce_id = new_id("test");
-    let payload = serde_json::json!({
-        "specversion": "1.0", "id": ce_id, "source": "/herald/test", "type": "herald.test",
-        "time": crate::clock::to_utc(now).to_rfc3339(), "data": {"message": "A test event from Herald."}
+    let payload = json!({
+        "specversion": "1.0", "id": ce_id, "source": source, "type": event_type,
+        "time": crate::clock::to_utc(now).to_rfc3339(), "datacontenttype": "application/json", "data": data,
     });
     let mut row = event::Model {
         id: ids::new(),
         customer_id: sub.customer_id.clone(),
-        source: "/herald/test".into(),
+        source: source.into(),
         ce_id,
-        event_type: "herald.test".into(),
+        event_type: event_type.into(),
         payload: payload.to_string(),
         created_at: now,
         message_ids: String::new(),
     };
     let mut msg = pending_message(&row, sub.id.clone(), sub.endpoint_id.clone(), now);
-    msg.expires_at = now + policy_of(&sub).ttl_secs as i64 * 1000;
+    msg.expires_at = now + policy_of(sub).ttl_secs as i64 * 1000;
     let id = msg.id.clone();
     row.add_message_id(&id);
+    let event_id = row.id.clone();
     let txn = services.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, std::slice::from_ref(&msg)).await?;
     services.pipeline.commit_and_wake(txn, Due::anything()).await?;
-    Ok(id)
+    Ok((event_id, id))
 }
 
 /// The longest window a replay covers.
@@ -194,9 +258,12 @@ pub async fn replay_window(services: &Services, who: &Principal, body: ReplayWin
         .filter(|s| who.sees(&s.customer_id))
         .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;
     let listed = event_types(&sub.event_types);
-    let accepts = |event_type: &str| {
+    let stored_filter = sub.filter.as_deref().map(StoredFilter::compile);
+    let accepts = |row: &event::Model| {
+        let event_type = row.event_type.as_str();
         listed.iter().any(|t| operational::type_matches(t, event_type))
             && only_types.as_ref().is_none_or(|only| only.iter().any(|t| t == event_type))
+            && stored_filter.as_ref().is_none_or(|f| row.cloud_event().is_some_and(|e| f.matches(&Message::of(&e))))
     };
     let ttl_ms = policy_of(&sub).ttl_secs as i64 * 1000;
     let filter = EventFilter {
@@ -214,7 +281,7 @@ pub async fn replay_window(services: &Services, who: &Principal, body: ReplayWin
         after = Some(last.id.clone());
         let now = services.now_ms();
         let new_messages: Vec<message::Model> =
-            batch.iter().filter(|e| accepts(&e.event_type)).map(|e| message_for(e, &sub, ttl_ms, now)).collect();
+            batch.iter().filter(|e| accepts(e)).map(|e| message_for(e, &sub, ttl_ms, now)).collect();
         if !new_messages.is_empty() {
             let listed: Vec<(EventId, MessageId)> =
                 new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();

@@ -7,6 +7,7 @@ pub mod console;
 pub mod customers;
 pub mod endpoint_health;
 pub mod endpoints;
+pub mod event_types;
 pub mod events;
 pub mod liveness;
 pub mod messages;
@@ -98,6 +99,10 @@ impl From<PublishError> for ServiceError {
             PublishError::Conflict(why) => ServiceError::Conflict(why),
             PublishError::Db(e) => e.into(),
             PublishError::Unavailable(why) => ServiceError::Unavailable(why),
+            PublishError::Invalid(broken) => {
+                let errors = broken.into_iter().flat_map(|(_, why)| why).map(|w| FieldError::new("data", w));
+                ServiceError::Invalid(errors.collect())
+            }
         }
     }
 }

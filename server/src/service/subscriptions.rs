@@ -2,9 +2,13 @@
 //! deliveries to it are retried and signed.
 
 use domain::dto;
+use domain::filter::{Filter, Message};
 use domain::ids::{CustomerId, SubscriptionId};
+use domain::operational::type_matches;
 use domain::policy::RetryPolicy;
-use domain::request::{EventTypes, Integer, SubscriptionBody, SubscriptionPatch, Text};
+use domain::request::{
+    EventTypes, FilterPreviewBody, FilterTestBody, FilterText, Integer, SubscriptionBody, SubscriptionPatch, Text,
+};
 use domain::signing::secret_from_bytes;
 use domain::states::{ContentMode, EndpointState, SubscriptionStatus};
 use domain::target::TargetUrl;
@@ -13,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::Services;
 use super::{Principal, Result, ServiceError, audit, views};
+use crate::clock::to_utc;
 use crate::ids::{self, random_bytes};
 use crate::pipeline::Due;
 use crate::pipeline::operational::report_dead;
@@ -20,7 +25,7 @@ use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::policy_of;
-use crate::store::{customers, endpoints, messages, subscriptions};
+use crate::store::{customers, endpoints, events, messages, subscriptions};
 
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
 /// How long the previous secret keeps signing after a rotation.
@@ -51,8 +56,17 @@ fn new_endpoint(services: &Services, customer_id: &CustomerId, url: &TargetUrl) 
     }
 }
 
+/// A filter is stored only once it compiles and is seen to give a boolean.
+fn check_filter(filter: Option<&FilterText>) -> Result<()> {
+    match filter.map(|FilterText(text)| Filter::compile(text)) {
+        Some(Err(why)) => Err(ServiceError::field("filter", &why)),
+        _ => Ok(()),
+    }
+}
+
 pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody) -> Result<dto::Subscription> {
     check_target(services, Some(&body.url))?;
+    check_filter(body.filter.as_ref())?;
     let customer_id = who.customer_for_write(body.customer_id.as_deref())?;
     customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let url = body.url;
@@ -76,14 +90,72 @@ pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody
         status: body.status.unwrap_or(SubscriptionStatus::Active),
         previous_secret: None,
         previous_secret_expires_at: None,
+        filter: body.filter.map(|FilterText(text)| text),
         created_at: now,
         updated_at: now,
     };
     subscriptions::insert(&txn, row.clone()).await?;
-    let detail = json!({"name": row.name, "url": row.url, "event_types": views::json_text(&row.event_types)});
+    let mut detail = json!({"name": row.name, "url": row.url, "event_types": views::json_text(&row.event_types)});
+    if let Some(filter) = &row.filter {
+        detail["filter"] = json!(filter);
+    }
     audit::record(&txn, services, who, "subscription.create", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
     Ok(views::subscription(row, Some(secret)))
+}
+
+/// Tries a filter on an event, storing nothing: whether it matches, or why it failed on the event.
+pub fn test_filter(body: FilterTestBody) -> Result<dto::FilterTest> {
+    let filter = Filter::compile(&body.filter.0).map_err(|why| ServiceError::field("filter", &why))?;
+    Ok(match filter.matches(&Message::of(&body.event)) {
+        Ok(matches) => dto::FilterTest { matches, error: None },
+        Err(error) => dto::FilterTest { matches: false, error: Some(error) },
+    })
+}
+
+/// Kept events the dashboard's "Test the filter" tries a filter on.
+const FILTER_PREVIEW_EVENTS: usize = 20;
+/// Events read at a time, and at most, to find them.
+const FILTER_PREVIEW_READ: u64 = 200;
+const FILTER_PREVIEW_SCAN: usize = 2_000;
+
+/// A filter tried on the customer's latest kept events of the given types, newest first, storing
+/// nothing (the dashboard's "Test the filter").
+pub async fn preview_filter(
+    services: &Services,
+    who: &Principal,
+    body: FilterPreviewBody,
+) -> Result<Vec<dto::FilterMatch>> {
+    let filter = Filter::compile(&body.filter.0).map_err(|why| ServiceError::field("filter", &why))?;
+    let customer_id = match &body.subscription_id {
+        Some(id) => visible(services, who, id).await?.customer_id,
+        None => who.customer_for_write(body.customer_id.as_deref())?,
+    };
+    let EventTypes(types) = body.event_types;
+    let (mut found, mut read, mut before) = (Vec::new(), 0, None);
+    while found.len() < FILTER_PREVIEW_EVENTS && read < FILTER_PREVIEW_SCAN {
+        let batch = events::newest_of(&services.db, &customer_id, before.as_ref(), FILTER_PREVIEW_READ).await?;
+        read += batch.len();
+        let last_read = (batch.len() as u64) < FILTER_PREVIEW_READ;
+        before = batch.last().map(|row| row.id.clone());
+        let of_types = batch.iter().filter(|row| types.iter().any(|t| type_matches(t, &row.event_type)));
+        for (row, event) in of_types.filter_map(|row| Some((row, row.cloud_event()?))) {
+            let outcome = filter.matches(&Message::of(&event));
+            found.push(dto::FilterMatch {
+                event_id: row.id.to_string(),
+                event_type: row.event_type.clone(),
+                source: row.source.clone(),
+                created_at: to_utc(row.created_at),
+                matches: outcome.as_ref().is_ok_and(|m| *m),
+                error: outcome.err(),
+            });
+        }
+        if last_read {
+            break;
+        }
+    }
+    found.truncate(FILTER_PREVIEW_EVENTS);
+    Ok(found)
 }
 
 /// A subscription the caller may see, or NotFound.
@@ -122,6 +194,7 @@ pub async fn update(
     patch: SubscriptionPatch,
 ) -> Result<dto::Subscription> {
     check_target(services, patch.url.as_ref())?;
+    check_filter(patch.filter.as_ref().and_then(Option::as_ref))?;
     let detail = changed_fields(&patch);
     let mut row = visible(services, who, id).await?;
     let mut due = Due::nothing();
@@ -155,6 +228,9 @@ pub async fn update(
     if let Some(status) = patch.status {
         row.status = status;
     }
+    if let Some(filter) = patch.filter {
+        row.filter = filter.map(|FilterText(text)| text);
+    }
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
     let resumed = was_paused && row.status == SubscriptionStatus::Active;
@@ -186,6 +262,7 @@ fn changed_fields(patch: &SubscriptionPatch) -> Value {
     set("timeout_ms", patch.timeout_ms.map(|Integer(ms)| json!(ms)));
     set("content_mode", patch.content_mode.map(|mode| json!(mode)));
     set("status", patch.status.map(|status| json!(status)));
+    set("filter", patch.filter.as_ref().map(|filter| json!(filter.as_ref().map(|FilterText(text)| text))));
     Value::Object(fields)
 }
 

@@ -5,7 +5,7 @@ use domain::dto;
 use serde_json::Value;
 
 use crate::clock::to_utc;
-use crate::store::entities::{api_key, attempt, audit, customer, endpoint, message, subscription};
+use crate::store::entities::{api_key, attempt, audit, customer, endpoint, event_type, message, subscription};
 use crate::store::messages::PAUSED;
 
 /// Stored JSON text as a value (null if it does not parse).
@@ -34,10 +34,25 @@ pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Su
         timeout_ms: row.timeout_ms as u32,
         content_mode: row.content_mode,
         status: row.status,
+        filter: row.filter,
         endpoint_id: row.endpoint_id.into(),
         created_at: to_utc(row.created_at),
         updated_at: to_utc(row.updated_at),
         secret,
+    }
+}
+
+pub fn event_type(row: event_type::Model) -> dto::EventType {
+    let json = |text: Option<String>| text.map(|t| json_text(&t));
+    dto::EventType {
+        id: row.id.into(),
+        name: row.name,
+        customer_id: row.customer_id.into(),
+        description: row.description,
+        schema: json(row.schema),
+        example: json(row.example),
+        created_at: to_utc(row.created_at),
+        updated_at: to_utc(row.updated_at),
     }
 }
 

@@ -24,3 +24,16 @@ pub async fn by_ids(db: &impl ConnectionTrait, ids: Vec<CustomerId>) -> Result<V
 pub async fn list(db: &impl ConnectionTrait, page: &PageRequest) -> Result<Vec<customer::Model>, DbErr> {
     page::newest(db, Customers::find(), customer::Column::Id, page).await
 }
+
+/// Marks the customer's routing as changed, so that every process reads it again before its next
+/// publish (what the catalog's schemas check is part of it).
+pub async fn bump_routing_version(db: &impl ConnectionTrait, id: &CustomerId) -> Result<(), DbErr> {
+    use sea_orm::sea_query::{Alias, Expr, ExprTrait};
+    let version = || Alias::new("routing_version");
+    Customers::update_many()
+        .col_expr(version(), Expr::col(version()).add(1))
+        .filter(customer::Column::Id.eq(id.clone()))
+        .exec(db)
+        .await
+        .map(drop)
+}

@@ -12,6 +12,7 @@ pub mod customers;
 pub mod endpoint_health;
 pub mod endpoints;
 pub mod entities;
+pub mod event_types;
 pub mod events;
 pub mod health;
 pub mod messages;

@@ -14,13 +14,14 @@ use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId, U
 use domain::policy::RetryPolicy;
 use domain::query::{AuditQuery, EventQuery, MessageQuery, ReadQuery};
 use domain::request::{
-    BulkReplayBody, NameBody, ReadBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch, UserBody,
+    BulkReplayBody, EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReadBody, ReplayWindowBody,
+    SubscriptionBody, SubscriptionPatch, UserBody,
 };
 use tower_sessions::Session;
 
 use crate::service::{
-    self, Principal, ServiceError, Services, audit, console, customers, endpoint_health, endpoints, events, messages,
-    policies, subscriptions, users,
+    self, Principal, ServiceError, Services, audit, console, customers, endpoint_health, endpoints, event_types,
+    events, messages, policies, subscriptions, users,
 };
 
 const USER_KEY: &str = "user_id";
@@ -136,6 +137,37 @@ impl Backend for DashboardBackend {
 
     async fn rotate_secret(&self, v: &Viewer, id: &SubscriptionId) -> Result<Subscription, UiError> {
         subscriptions::rotate_secret(&self.services, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn event_types(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<EventType>, UiError> {
+        event_types::list(&self.services, &principal(v), None, page(cursor)?).await.map_err(ui_error)
+    }
+
+    async fn event_type(&self, v: &Viewer, customer_id: Option<String>, name: &str) -> Result<EventType, UiError> {
+        event_types::get(&self.services, &principal(v), customer_id.as_deref(), name).await.map_err(ui_error)
+    }
+
+    async fn create_event_type(&self, v: &Viewer, body: EventTypeBody) -> Result<EventType, UiError> {
+        event_types::create(&self.services, &principal(v), body).await.map_err(ui_error)
+    }
+
+    async fn update_event_type(
+        &self,
+        v: &Viewer,
+        customer_id: Option<String>,
+        name: &str,
+        patch: EventTypePatch,
+    ) -> Result<EventType, UiError> {
+        let who = principal(v);
+        event_types::update(&self.services, &who, customer_id.as_deref(), name, patch).await.map_err(ui_error)
+    }
+
+    async fn delete_event_type(&self, v: &Viewer, customer_id: Option<String>, name: &str) -> Result<(), UiError> {
+        event_types::delete(&self.services, &principal(v), customer_id.as_deref(), name).await.map_err(ui_error)
+    }
+
+    async fn preview_filter(&self, v: &Viewer, body: FilterPreviewBody) -> Result<Vec<FilterMatch>, UiError> {
+        subscriptions::preview_filter(&self.services, &principal(v), body).await.map_err(ui_error)
     }
 
     async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError> {

@@ -536,3 +536,82 @@ async fn a_search_that_stops_at_its_budget_says_how_far_back_it_read() {
     let (_, html, _) = alice.get("/messages?event_type=common").await;
     assert!(!html.contains("stopped there"), "a page filled within the budget: {html}");
 }
+
+#[tokio::test]
+async fn the_subscription_form_saves_a_filter_and_tests_it_on_the_latest_events() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    for (id, total) in [("small", 5), ("big", 500)] {
+        let event = json!({"specversion": "1.0", "id": id, "source": "/shop", "type": "order.created", "data": {"total": total}});
+        assert_eq!(app.post("/api/v1/events", &key, event).await.0, 202);
+    }
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let form = [
+        ("name", "big orders"),
+        ("url", "http://127.0.0.1:9/o"),
+        ("event_types", "order.created"),
+        ("retry_policy", "event-grid"),
+        ("timeout_ms", "30000"),
+        ("content_mode", "structured"),
+        ("filter", "message.data.total > 100"),
+    ];
+    let (status, location) = alice.submit("/subscriptions", "create_subscription", &form, None).await;
+    assert_eq!(status, 302, "{location:?}");
+    let page = location.unwrap().replace("?created=1", "");
+    let html = alice.get(&page).await.1;
+    assert!(html.contains("<code>message.data.total &gt; 100</code>"), "the page shows the filter: {html}");
+
+    let query = |filter: &str| {
+        let fields = [("filter_test", "1"), ("filter", filter), ("event_types", "order.created")];
+        format!("{page}?{}", url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish())
+    };
+    let html = alice.get(&query("message.data.total > 100")).await.1;
+    assert!(html.contains("The filter matches 1 of the latest 2 kept events"), "{html}");
+    let html = alice.get(&query("message.data.missing")).await.1;
+    assert!(html.contains("no: the filter failed"), "a run-time error shows on its event: {html}");
+    let html = alice.get(&query("1 + 2")).await.1;
+    assert!(html.contains("role=\"alert\"") && html.contains("boolean"), "a bad filter is named: {html}");
+
+    let id = page.trim_start_matches("/subscriptions/");
+    let mut cleared = form.to_vec();
+    cleared[6] = ("filter", "");
+    cleared.push(("id", id));
+    let (status, _) = alice.submit(&page, "update_subscription", &cleared, None).await;
+    assert_eq!(status, 302);
+    let (_, sub) = app.get(&format!("/api/v1/subscriptions/{id}"), &key).await;
+    assert_eq!(sub["filter"], serde_json::Value::Null, "an empty filter field removes it");
+}
+
+#[tokio::test]
+async fn the_event_types_page_adds_changes_and_removes_types() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let schema = r#"{"type": "object", "required": ["total"]}"#;
+    let form =
+        [("name", "order.created"), ("description", "An order"), ("schema", schema), ("example", r#"{"total": 3}"#)];
+    let (status, location) = alice.submit("/event-types", "create_event_type", &form, None).await;
+    assert_eq!((status, location.as_deref()), (302, Some("/event-types?created=order.created")));
+    let html = alice.get("/event-types").await.1;
+    assert!(html.contains("order.created") && html.contains("\"required\""), "{html}");
+    assert!(alice.get("/subscriptions").await.1.contains("<option value=\"order.created\">"), "offered in the form");
+
+    let bad = [("name", "order.paid"), ("schema", r#"{"type": 5}"#)];
+    assert_eq!(alice.submit("/event-types", "create_event_type", &bad, None).await.0, 302);
+    let (_, listed) = app.get("/api/v1/event-types", &key).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 1, "a bad schema adds nothing: {listed}");
+
+    let html = alice.get("/event-types?edit=order.created").await.1;
+    assert!(html.contains("Change order.created") && html.contains("An order"), "{html}");
+    let change = [("name", "order.created"), ("description", ""), ("schema", schema), ("example", r#"{"total": 4}"#)];
+    let (status, _) = alice.submit("/event-types?edit=order.created", "update_event_type", &change, None).await;
+    assert_eq!(status, 302);
+    let (_, changed) = app.get("/api/v1/event-types/order.created", &key).await;
+    assert_eq!((&changed["description"], &changed["example"]), (&serde_json::Value::Null, &json!({"total": 4})));
+
+    let (status, _) = alice.submit("/event-types", "delete_event_type", &[("name", "order.created")], None).await;
+    assert_eq!(status, 302);
+    assert_eq!(app.get("/api/v1/event-types/order.created", &key).await.0, 404);
+}

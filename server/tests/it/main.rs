@@ -5,9 +5,11 @@
 mod common;
 
 mod api;
+mod catalog;
 mod counts;
 mod dashboard;
 mod delivery;
+mod filters;
 mod fuzz_cursor;
 mod fuzz_event_batch;
 mod metrics;

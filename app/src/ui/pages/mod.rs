@@ -2,6 +2,7 @@
 
 mod admin;
 mod endpoints;
+mod event_types;
 mod events;
 mod login;
 mod messages;
@@ -10,6 +11,7 @@ mod subscriptions;
 
 pub use admin::{AuditPage, CustomersPage};
 pub use endpoints::{EndpointPage, EndpointsPage};
+pub use event_types::EventTypesPage;
 pub use events::EventsPage;
 pub use login::{LoginPage, NotFoundPage};
 pub use messages::{DeadLettersPage, MessagePage, MessagesPage};

@@ -1,12 +1,12 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::ui::components::{Badge, Frame, NextPage, Notice, action_error, load_error, span_text, time};
+use crate::ui::components::{Badge, CustomerField, Frame, NextPage, Notice, action_error, load_error, span_text, time};
 use crate::ui::server_fns::{
-    CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_customer_choices,
-    get_schedule, get_subscription, get_subscriptions, get_viewer,
+    CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_event_types,
+    get_filter_preview, get_schedule, get_subscription, get_subscriptions,
 };
-use domain::dto::{Page, Preview, Subscription};
+use domain::dto::{FilterMatch, Page, Preview, Subscription};
 use domain::states::SubscriptionStatus;
 
 /// The retry policy as the form shows it: a preset's name, or the custom policy's JSON.
@@ -21,7 +21,6 @@ fn policy_text(policy: &serde_json::Value) -> String {
 pub fn SubscriptionsPage() -> impl IntoView {
     let query = use_query_map();
     let page = Resource::new(move || query.read().get("cursor"), get_subscriptions);
-    let viewer = Resource::new(|| (), |_| get_viewer());
     let create = ServerAction::<CreateSubscription>::new();
     view! {
         <Frame title="Subscriptions">
@@ -33,26 +32,16 @@ pub fn SubscriptionsPage() -> impl IntoView {
             <h2 id="new">"New subscription"</h2>
             {action_error(create.value())}
             <ActionForm action=create attr:class="stacked">
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
-                        let customers = if admin { get_customer_choices().await.unwrap_or_default() } else { Vec::new() };
-                        admin.then(|| view! {
-                            <label>"Customer"
-                                <select name="customer_id" required>
-                                    {customers.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
-                                </select>
-                            </label>
-                        })
-                    })}
-                </Suspense>
+                <CustomerField/>
                 <SubscriptionFields values=FormValues::previewed().unwrap_or_else(FormValues::new_subscription)/>
                 <div class="actions">
                     <button type="submit">"Create subscription"</button>
                     {preview_button("/subscriptions#new".into())}
+                    {filter_test_button("/subscriptions#new".into())}
                 </div>
             </ActionForm>
             <PreviewedSchedule/>
+            <FilterPreview subscription_id=None/>
         </Frame>
     }
 }
@@ -91,6 +80,7 @@ struct FormValues {
     retry_policy: String,
     timeout_ms: String,
     binary: bool,
+    filter: String,
 }
 
 impl FormValues {
@@ -102,6 +92,7 @@ impl FormValues {
             retry_policy: policy_text(&sub.retry_policy),
             timeout_ms: sub.timeout_ms.to_string(),
             binary: sub.content_mode.as_str() == "binary",
+            filter: sub.filter.clone().unwrap_or_default(),
         }
     }
 
@@ -109,11 +100,11 @@ impl FormValues {
         FormValues { retry_policy: "event-grid".into(), timeout_ms: "30000".into(), ..FormValues::default() }
     }
 
-    /// The values of a previewed form, when the URL carries one.
+    /// The values of a form whose schedule or filter is being tried, when the URL carries one.
     fn previewed() -> Option<FormValues> {
         let query = use_query_map();
         let q = query.read_untracked();
-        q.get("preview")?;
+        q.get("preview").or_else(|| q.get("filter_test"))?;
         let get = |k: &str| q.get(k).unwrap_or_default();
         Some(FormValues {
             name: get("name"),
@@ -122,6 +113,7 @@ impl FormValues {
             retry_policy: get("retry_policy"),
             timeout_ms: get("timeout_ms"),
             binary: get("content_mode") == "binary",
+            filter: get("filter"),
         })
     }
 }
@@ -129,11 +121,23 @@ impl FormValues {
 /// The editable fields.
 #[component]
 fn SubscriptionFields(values: FormValues) -> impl IntoView {
-    let FormValues { name, url, event_types, retry_policy, timeout_ms, binary } = values;
+    let FormValues { name, url, event_types, retry_policy, timeout_ms, binary, filter } = values;
+    let catalog = Resource::new(|| (), |_| get_event_types(None));
     view! {
         <label>"Name" <input name="name" value=name required/></label>
         <label>"URL" <input name="url" type="url" value=url required/></label>
-        <label>"Event types (comma-separated; * for all but Herald's own, such as herald.message.dead, which must be listed)" <input name="event_types" value=event_types required/></label>
+        <label>"Event types (comma-separated; * for all but Herald's own, such as herald.message.dead, which must be listed)" <input name="event_types" value=event_types list="catalog-types" required/></label>
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                let mut names: Vec<String> = catalog.await.map(|p| p.data.into_iter().map(|t| t.name).collect()).unwrap_or_default();
+                names.sort();
+                names.dedup();
+                (!names.is_empty()).then(|| view! {
+                    <datalist id="catalog-types">{names.iter().map(|n| view! { <option value=n.clone()></option> }).collect_view()}</datalist>
+                    <p class="hint">"In the event-type catalog: "{names.join(", ")}</p>
+                })
+            })}
+        </Suspense>
         <label>"Retry policy (workfront, event-grid, eventarc, or a custom policy as JSON)"
             <input name="retry_policy" value=retry_policy/>
         </label>
@@ -144,6 +148,81 @@ fn SubscriptionFields(values: FormValues) -> impl IntoView {
                 <option value="binary" selected=binary>"binary"</option>
             </select>
         </label>
+        <label>"Filter (optional): a CEL expression over the event, message, that must be true for it to be delivered, such as message.source.startsWith(\"/shop/eu\") && message.data.total > 100"
+            <textarea name="filter" rows="3" maxlength="4096" spellcheck="false">{filter}</textarea>
+        </label>
+    }
+}
+
+/// The button that shows the form again with its filter tried on the latest kept events of its
+/// types, saving nothing: the form's fields go to this page in the URL.
+fn filter_test_button(page: String) -> impl IntoView {
+    view! {
+        <button type="submit" class="secondary" formmethod="get" formaction=page name="filter_test" value="1">
+            "Test the filter"
+        </button>
+    }
+}
+
+/// What a "Test the filter" asked for: the customer's latest kept events of the form's types, each
+/// with whether the filter matches it.
+#[component]
+fn FilterPreview(subscription_id: Option<String>) -> impl IntoView {
+    let query = use_query_map();
+    let asked = move || {
+        let q = query.read();
+        q.get("filter_test")?;
+        Some((q.get("filter"), q.get("event_types"), q.get("customer_id"), subscription_id.clone()))
+    };
+    let preview = Resource::new(asked, |asked| async move {
+        match asked {
+            Some((filter, types, customer, sub)) => get_filter_preview(filter, types, customer, sub).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    view! {
+        <Suspense fallback=|| ()>
+            {move || Suspend::new(async move {
+                match preview.await {
+                    Ok(Some(found)) => filter_table(found).into_any(),
+                    Ok(None) => ().into_any(),
+                    Err(e) => load_error(e),
+                }
+            })}
+        </Suspense>
+    }
+}
+
+fn filter_table(found: Vec<FilterMatch>) -> impl IntoView {
+    let matching = found.iter().filter(|m| m.matches).count();
+    let summary = if found.is_empty() {
+        "No kept event of these types yet: publish one, then test again.".to_string()
+    } else {
+        format!("The filter matches {matching} of the latest {} kept events of these types.", found.len())
+    };
+    view! {
+        <section class="preview" aria-label="Filter test">
+            <p class="notice" role="status">"Test only: nothing is saved until you press the save button. "{summary}</p>
+            <table>
+                <caption>"The filter on the latest kept events of these types, newest first"</caption>
+                <thead><tr><th scope="col">"Event"</th><th scope="col">"Type"</th><th scope="col">"Source"</th><th scope="col">"Published"</th><th scope="col">"Matches"</th></tr></thead>
+                <tbody>
+                    {found.into_iter().map(|m| view! {
+                        <tr>
+                            <td><a href=format!("/messages?event_id={}", m.event_id)><code>{m.event_id.clone()}</code></a></td>
+                            <td class="type">{m.event_type.clone()}</td>
+                            <td class="url">{m.source.clone()}</td>
+                            <td>{time(&m.created_at)}</td>
+                            <td>{match (m.matches, m.error) {
+                                (true, _) => view! { <Badge text="matches".to_string()/> }.into_any(),
+                                (false, None) => "no".into_any(),
+                                (false, Some(error)) => format!("no: the filter failed ({error})").into_any(),
+                            }}</td>
+                        </tr>
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </section>
     }
 }
 
@@ -251,6 +330,7 @@ fn detail(
 ) -> impl IntoView {
     let paused = s.status == SubscriptionStatus::Paused;
     let (id_status, id_rotate, id_test, id_edit) = (s.id.clone(), s.id.clone(), s.id.clone(), s.id.clone());
+    let id_filter = Some(s.id.clone());
     view! {
         <dl class="facts">
             <dt>"Name"</dt><dd>{s.name.clone()}</dd>
@@ -258,6 +338,10 @@ fn detail(
             <dt>"Id"</dt><dd><code>{s.id.clone()}</code></dd>
             <dt>"Signing secret"</dt><dd><code class="secret">{s.secret.clone().unwrap_or_default()}</code></dd>
             <dt>"Retry policy"</dt><dd><code>{s.retry_policy.to_string()}</code></dd>
+            <dt>"Filter"</dt><dd>{match s.filter.clone() {
+                Some(filter) => view! { <code>{filter}</code> }.into_any(),
+                None => "none: every event of its types".into_any(),
+            }}</dd>
             <dt>"Endpoint"</dt><dd><a href=format!("/endpoints/{}", s.endpoint_id)>"Health and circuit of "{s.url.clone()}</a></dd>
             <dt>"Delivery log"</dt><dd><a href=format!("/messages?subscription_id={}", s.id)>"Messages of this subscription"</a></dd>
         </dl>
@@ -288,8 +372,10 @@ fn detail(
             <div class="actions">
                 <button type="submit">"Save"</button>
                 {preview_button(format!("/subscriptions/{id_edit}#edit"))}
+                {filter_test_button(format!("/subscriptions/{id_edit}#edit"))}
             </div>
         </ActionForm>
         <PreviewedSchedule/>
+        <FilterPreview subscription_id=id_filter/>
     }
 }

@@ -9,6 +9,8 @@ pub struct Api {
     pub client: reqwest::Client,
     pub base: String,
     pub token: String,
+    /// The CEL filter every new subscription gets (`--filter`).
+    pub filter: Option<String>,
 }
 
 async fn call(req: reqwest::RequestBuilder, what: &str) -> Result<Value> {
@@ -42,7 +44,7 @@ impl Api {
             "create API key",
         )
         .await?;
-        Ok(Api { client, base: base.to_owned(), token: string(&key, "token", "create API key")? })
+        Ok(Api { client, base: base.to_owned(), token: string(&key, "token", "create API key")?, filter: None })
     }
 
     /// A subscription to one event type, retried 1 s, 2 s, 4 s… up to 60 s apart.
@@ -69,8 +71,28 @@ impl Api {
         if let Some(ms) = timeout_ms {
             body["timeout_ms"] = json!(ms);
         }
+        if let Some(filter) = &self.filter {
+            body["filter"] = json!(filter);
+        }
         let req = self.client.post(format!("{}/api/v1/subscriptions", self.base)).bearer_auth(&self.token).json(&body);
         string(&call(req, "create subscription").await?, "id", "create subscription")
+    }
+
+    /// Adds the event type to the customer's catalog with a schema of ten properties that the bench's
+    /// events keep (`--schema`): every published event's data is checked against it.
+    pub async fn catalog_with_schema(&self, event_type: &str) -> Result<()> {
+        let optional = ["customer", "currency", "country", "channel", "coupon", "notes", "tags", "total"];
+        let mut properties = serde_json::Map::new();
+        properties.insert("seq".into(), json!({"type": "integer", "minimum": 0}));
+        properties.insert("text".into(), json!({"type": "string", "maxLength": 10000}));
+        for (i, name) in optional.iter().enumerate() {
+            let kind = if i % 2 == 0 { json!({"type": "string"}) } else { json!({"type": "number"}) };
+            properties.insert((*name).into(), kind);
+        }
+        let schema = json!({"type": "object", "required": ["seq", "text"], "properties": properties});
+        let body = json!({"name": event_type, "schema": schema});
+        let req = self.client.post(format!("{}/api/v1/event-types", self.base)).bearer_auth(&self.token).json(&body);
+        call(req, "create event type").await.map(drop)
     }
 
     /// Points a subscription (and its waiting messages) at another URL.

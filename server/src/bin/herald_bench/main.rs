@@ -77,6 +77,14 @@ pub struct Opts {
     pub batch: usize,
     #[arg(long, value_enum, default_value_t = Scenario::Steady)]
     pub scenario: Scenario,
+    /// A CEL filter on every subscription, which the bench's events should pass to be delivered,
+    /// such as `message.source == "/bench" && message.data.seq >= 0`.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Put the published type in the catalog with a schema of ten properties, which every published
+    /// event's data is checked against.
+    #[arg(long)]
+    pub schema: bool,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "bench-results.json")]
     pub json: PathBuf,

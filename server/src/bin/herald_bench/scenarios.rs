@@ -114,6 +114,10 @@ async fn drive(
     raw_per_s: f64,
 ) -> Result<Row> {
     let mut api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
+    api.filter = opts.filter.clone();
+    if opts.schema {
+        api.catalog_with_schema(MAIN_TYPE).await?;
+    }
     let dead = if scenario == Scenario::DeadEndpoint { opts.subscriptions / 2 } else { 0 };
     let healthy = if scenario == Scenario::Idle { 1 } else { opts.subscriptions - dead };
     // A path per subscription, so each is an endpoint of its own as with real customers.

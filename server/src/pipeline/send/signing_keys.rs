@@ -113,6 +113,7 @@ mod tests {
             secret: sealer.seal(secret, "sub_1"),
             previous_secret: None,
             previous_secret_expires_at: None,
+            filter: None,
             created_at: 0,
             updated_at: 0,
         }

@@ -31,6 +31,11 @@ impl Model {
         self.message_ids.push_str(id);
     }
 
+    /// The event as published; `None` only if its stored text was damaged.
+    pub fn cloud_event(&self) -> Option<domain::event::CloudEvent> {
+        serde_json::from_str(&self.payload).ok().and_then(domain::event::CloudEvent::from_stored)
+    }
+
     /// The event's message ids, in the order they were made.
     pub fn message_id_list(&self) -> Vec<String> {
         self.message_ids.split(',').filter(|id| !id.is_empty()).map(str::to_string).collect()

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod customer;
 pub mod endpoint;
 pub mod event;
+pub mod event_type;
 pub mod message;
 pub mod meta;
 pub mod process;

@@ -19,6 +19,8 @@ pub struct Model {
     pub secret: String,
     pub previous_secret: Option<String>,
     pub previous_secret_expires_at: Option<i64>,
+    /// A CEL expression the event must satisfy (see `domain::filter`).
+    pub filter: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }

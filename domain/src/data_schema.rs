@@ -1,0 +1,124 @@
+//! The event-type catalog's schemas: a JSON Schema (draft 2020-12) for the
+//! `data` of the events of one type, compiled once and checked on every event
+//! of that type that is published. No reference outside the schema is fetched.
+
+use base64::Engine;
+use jsonschema::Validator;
+use serde_json::Value;
+
+use crate::event::{CloudEvent, is_json_type};
+
+/// A schema that compiled.
+pub struct DataSchema {
+    validator: Validator,
+}
+
+impl std::fmt::Debug for DataSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DataSchema")
+    }
+}
+
+impl DataSchema {
+    /// Compiles a schema, or says why it is not valid JSON Schema draft 2020-12.
+    pub fn compile(schema: &Value) -> Result<DataSchema, String> {
+        if !(schema.is_object() || schema.is_boolean()) {
+            return Err("must be a JSON Schema (draft 2020-12): an object or a boolean".into());
+        }
+        if let Err(error) = jsonschema::draft202012::meta::validate(schema) {
+            return Err(format!("is not valid JSON Schema (draft 2020-12): {error} at {}", pointer(&error)));
+        }
+        jsonschema::draft202012::options()
+            .offline()
+            .build(schema)
+            .map(|validator| DataSchema { validator })
+            .map_err(|error| format!("is not valid JSON Schema (draft 2020-12): {error}"))
+    }
+
+    /// Why `data` breaks the schema: one message per failing part, each naming its JSON pointer.
+    pub fn check(&self, data: &Value) -> Vec<String> {
+        self.validator.iter_errors(data).map(|error| format!("at {}: {error}", pointer(&error))).collect()
+    }
+
+    /// Why the event's data breaks the schema. Data sent as base64 is checked as the JSON it
+    /// encodes, or, when it is not JSON, as its base64 text (a JSON string); an event without data
+    /// is checked as `null`.
+    pub fn check_event(&self, event: &CloudEvent) -> Vec<String> {
+        let attributes = event.attributes();
+        if let Some(data) = attributes.get("data") {
+            return self.check(data);
+        }
+        let Some(encoded) = attributes.get("data_base64").and_then(Value::as_str) else {
+            return self.check(&Value::Null);
+        };
+        let declared = attributes.get("datacontenttype").and_then(Value::as_str);
+        let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok();
+        match decoded.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()) {
+            Some(data) if declared.is_none_or(is_json_type) => self.check(&data),
+            _ => self.check(&Value::String(encoded.to_string())),
+        }
+    }
+}
+
+/// Where an error is, as a JSON pointer (`/items/0/price`); the whole value is `/`.
+fn pointer(error: &jsonschema::ValidationError<'_>) -> String {
+    let path = error.instance_path().as_str();
+    if path.is_empty() { "/".to_string() } else { path.to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn order_schema() -> DataSchema {
+        DataSchema::compile(&json!({
+            "type": "object",
+            "required": ["total"],
+            "properties": {"total": {"type": "number"}, "items": {"type": "array", "items": {"type": "string"}}},
+        }))
+        .expect("a valid schema")
+    }
+
+    #[test]
+    fn each_failing_part_is_named_by_its_pointer() {
+        let schema = order_schema();
+        assert!(schema.check(&json!({"total": 3})).is_empty());
+        let errors = schema.check(&json!({"total": "x", "items": ["a", 2]}));
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors.iter().any(|e| e.starts_with("at /total:")), "{errors:?}");
+        assert!(errors.iter().any(|e| e.starts_with("at /items/1:")), "{errors:?}");
+        assert!(schema.check(&json!({}))[0].starts_with("at /:"), "a missing property is the object's");
+    }
+
+    #[test]
+    fn what_is_not_json_schema_is_refused() {
+        assert!(DataSchema::compile(&json!({"type": "not-a-type"})).unwrap_err().contains("JSON Schema"));
+        assert!(DataSchema::compile(&json!({"minimum": "five"})).is_err());
+        assert!(DataSchema::compile(&json!([1, 2])).is_err());
+        assert!(DataSchema::compile(&json!(true)).is_ok());
+    }
+
+    #[test]
+    fn a_remote_reference_is_not_fetched() {
+        assert!(DataSchema::compile(&json!({"$ref": "https://example.com/order.json"})).is_err());
+    }
+
+    #[test]
+    fn an_event_is_checked_by_its_data() {
+        let schema = order_schema();
+        let event = |extra: Value| {
+            let mut e = json!({"specversion": "1.0", "id": "1", "source": "/s", "type": "order.created"});
+            e.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            CloudEvent::parse(e, "").unwrap()
+        };
+        assert!(schema.check_event(&event(json!({"data": {"total": 1}}))).is_empty());
+        assert!(!schema.check_event(&event(json!({}))).is_empty(), "no data is null, which is not an object");
+        let encoded = base64::engine::general_purpose::STANDARD.encode(br#"{"total": 2}"#);
+        assert!(schema.check_event(&event(json!({"data_base64": encoded}))).is_empty());
+        assert!(!schema.check_event(&event(json!({"data_base64": "AQID"}))).is_empty(), "bytes are not an object");
+        let anything = DataSchema::compile(&json!({})).unwrap();
+        assert!(anything.check_event(&event(json!({"data_base64": "AQID"}))).is_empty(), "but are something");
+    }
+}
