@@ -37,12 +37,22 @@ impl DataSchema {
 
     /// Why `data` breaks the schema: one message per failing part, each naming its JSON pointer.
     pub fn check(&self, data: &Value) -> Vec<String> {
-        self.validator.iter_errors(data).map(|error| format!("at {}: {error}", pointer(&error))).collect()
+        let mut errors: Vec<String> = self
+            .validator
+            .iter_errors(data)
+            .take(MAX_ERRORS + 1)
+            .map(|error| shortened(format!("at {}: {error}", pointer(&error))))
+            .collect();
+        if errors.len() > MAX_ERRORS {
+            errors.truncate(MAX_ERRORS);
+            errors.push(format!("(only the first {MAX_ERRORS} failing parts are listed)"));
+        }
+        errors
     }
 
-    /// Why the event's data breaks the schema. Data sent as base64 is checked as the JSON it
-    /// encodes, or, when it is not JSON, as its base64 text (a JSON string); an event without data
-    /// is checked as `null`.
+    /// Why the event's data breaks the schema. Data sent as base64 with a JSON `datacontenttype` is
+    /// checked as the JSON it encodes; other base64 data (bytes, `application/octet-stream` when
+    /// undeclared) as its base64 text, a JSON string; an event without data as `null`.
     pub fn check_event(&self, event: &CloudEvent) -> Vec<String> {
         let attributes = event.attributes();
         if let Some(data) = attributes.get("data") {
@@ -54,10 +64,27 @@ impl DataSchema {
         let declared = attributes.get("datacontenttype").and_then(Value::as_str);
         let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok();
         match decoded.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()) {
-            Some(data) if declared.is_none_or(is_json_type) => self.check(&data),
+            Some(data) if declared.is_some_and(is_json_type) => self.check(&data),
             _ => self.check(&Value::String(encoded.to_string())),
         }
     }
+}
+
+/// Failing parts listed per event at most, so that a refusal stays small however large the data.
+const MAX_ERRORS: usize = 10;
+/// The longest message of one failing part (it quotes the failing value).
+const MAX_MESSAGE: usize = 300;
+
+fn shortened(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
 }
 
 /// Where an error is, as a JSON pointer (`/items/0/price`); the whole value is `/`.
@@ -93,6 +120,15 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_stays_small() {
+        let schema = DataSchema::compile(&json!({"type": "array", "items": {"type": "string"}})).unwrap();
+        let errors = schema.check(&json!((0..50).collect::<Vec<_>>()));
+        assert_eq!(errors.len(), MAX_ERRORS + 1, "ten parts, then a note: {errors:?}");
+        let long = DataSchema::compile(&json!({"type": "number"})).unwrap().check(&json!("x".repeat(5000)));
+        assert!(long[0].len() <= MAX_MESSAGE + 3, "{}", long[0].len());
+    }
+
+    #[test]
     fn what_is_not_json_schema_is_refused() {
         assert!(DataSchema::compile(&json!({"type": "not-a-type"})).unwrap_err().contains("JSON Schema"));
         assert!(DataSchema::compile(&json!({"minimum": "five"})).is_err());
@@ -116,7 +152,9 @@ mod tests {
         assert!(schema.check_event(&event(json!({"data": {"total": 1}}))).is_empty());
         assert!(!schema.check_event(&event(json!({}))).is_empty(), "no data is null, which is not an object");
         let encoded = base64::engine::general_purpose::STANDARD.encode(br#"{"total": 2}"#);
-        assert!(schema.check_event(&event(json!({"data_base64": encoded}))).is_empty());
+        let declared = json!({"data_base64": encoded, "datacontenttype": "application/json"});
+        assert!(schema.check_event(&event(declared)).is_empty());
+        assert!(!schema.check_event(&event(json!({"data_base64": encoded}))).is_empty(), "undeclared: bytes");
         assert!(!schema.check_event(&event(json!({"data_base64": "AQID"}))).is_empty(), "bytes are not an object");
         let anything = DataSchema::compile(&json!({})).unwrap();
         assert!(anything.check_event(&event(json!({"data_base64": "AQID"}))).is_empty(), "but are something");

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
+use cel::common::ast::{EntryExpr, Expr};
 use cel::objects::{Key, Map};
-use cel::{Context, Env, ExecutionError, Program, Value as Cel};
+use cel::{Context, Env, ExecutionError, IdedExpr, Program, Value as Cel};
 use serde_json::Value;
 
 use crate::event::{CloudEvent, is_json_type};
@@ -48,6 +49,7 @@ impl Filter {
             return Err("must not be empty".into());
         }
         let program = Program::compile(source).map_err(|errors| parse_error(&errors))?;
+        check_cost(program.expression())?;
         let filter = Filter { program };
         match filter.program.execute(&context(&Message::bare())) {
             Ok(Cel::Bool(_)) => Ok(filter),
@@ -74,6 +76,65 @@ fn context(message: &Message) -> Context<'static, 'static> {
     let mut context = Context::with_env(ENV.clone());
     context.add_variable_from_value(MESSAGE, message.0.clone());
     context
+}
+
+/// Comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`) a filter may hold at most.
+const MAX_COMPREHENSIONS: usize = 4;
+
+/// Keeps a filter's evaluation linear in the event's size: a comprehension runs its body once per
+/// element, so one inside another multiplies (ten nested loops over a ten-element list are 10¹⁰
+/// steps, on the publish's path). Refused are nested comprehensions and more than
+/// [`MAX_COMPREHENSIONS`].
+fn check_cost(expression: &IdedExpr) -> Result<(), String> {
+    let (mut count, mut deepest) = (0, 0);
+    walk(expression, 0, &mut |depth| {
+        count += 1;
+        deepest = deepest.max(depth);
+    });
+    if deepest > 1 {
+        return Err("must not nest a comprehension (all, exists, exists_one, map, filter) inside another".into());
+    }
+    if count > MAX_COMPREHENSIONS {
+        return Err(format!(
+            "must hold at most {MAX_COMPREHENSIONS} comprehensions (all, exists, exists_one, map, filter)"
+        ));
+    }
+    Ok(())
+}
+
+/// Calls `found` with the nesting depth of every comprehension under `node`.
+fn walk(node: &IdedExpr, depth: usize, found: &mut dyn FnMut(usize)) {
+    match &node.expr {
+        Expr::Comprehension(comprehension) => {
+            found(depth + 1);
+            walk(&comprehension.iter_range, depth, found);
+            for part in
+                [&comprehension.accu_init, &comprehension.loop_cond, &comprehension.loop_step, &comprehension.result]
+            {
+                walk(part, depth + 1, found);
+            }
+        }
+        Expr::Call(call) => {
+            for child in call.target.iter().map(|target| &**target).chain(&call.args) {
+                walk(child, depth, found);
+            }
+        }
+        Expr::List(list) => list.elements.iter().for_each(|element| walk(element, depth, found)),
+        Expr::Select(select) => walk(&select.operand, depth, found),
+        Expr::Map(map) => map.entries.iter().for_each(|entry| walk_entry(&entry.expr, depth, found)),
+        Expr::Struct(object) => object.entries.iter().for_each(|entry| walk_entry(&entry.expr, depth, found)),
+        _ => {}
+    }
+}
+
+fn walk_entry(entry: &EntryExpr, depth: usize, found: &mut dyn FnMut(usize)) {
+    match entry {
+        EntryExpr::StructField(field) => walk(&field.value, depth, found),
+        EntryExpr::MapEntry(pair) => {
+            walk(&pair.key, depth, found);
+            walk(&pair.value, depth, found);
+        }
+    }
 }
 
 /// The first of the parser's errors, with where it is.
@@ -254,6 +315,17 @@ mod tests {
     fn a_variable_other_than_message_is_refused() {
         let error = Filter::compile("event.type == \"x\"").unwrap_err();
         assert!(error.contains("`event`"), "{error}");
+    }
+
+    #[test]
+    fn a_filter_whose_cost_could_multiply_is_refused() {
+        let nested = "[1, 2].all(a, [1, 2].all(b, true))";
+        assert!(Filter::compile(nested).unwrap_err().contains("nest"), "a loop in a loop");
+        let many = "[1].all(a, true) && [1].all(b, true) && [1].all(c, true) && [1].all(d, true) && [1].all(e, true)";
+        assert!(Filter::compile(many).unwrap_err().contains("at most 4"));
+        let guarded = "has(message.data) && message.data.items.exists(i, i.price > 10)";
+        assert_eq!(matches(guarded, json!({"data": {"items": [{"price": 5}, {"price": 20}]}})), Ok(true));
+        assert!(Filter::compile("{\"k\": [1].map(x, [2].map(y, y))}").is_err(), "inside a map literal too");
     }
 
     #[test]

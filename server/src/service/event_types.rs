@@ -1,7 +1,7 @@
 //! The event-type catalog: each customer's types, with a JSON Schema for their
 //! events' `data` that publishing checks, and an example that `send-example`
-//! publishes to one subscription. A change to a type's schema changes the
-//! customer's routing version, so every process checks the next publish with it.
+//! publishes to one subscription. A change to the catalog changes the customer's
+//! routing version, so every process checks the next publish with it.
 
 use domain::data_schema::DataSchema;
 use domain::dto;
@@ -100,8 +100,12 @@ pub async fn update(
     name: &str,
     patch: EventTypePatch,
 ) -> Result<dto::EventType> {
-    let mut row = visible(services, who, customer_id, name).await?;
-    let old_schema = row.schema.clone();
+    let customer_id = who.customer_for_write(customer_id)?;
+    let txn = services.db.begin().await?;
+    // Read in the change's transaction, locked: a concurrent change is applied before or after
+    // this one, never lost under it.
+    let mut row =
+        event_types::get_for_update(&txn, &customer_id, name).await?.ok_or(ServiceError::NotFound("event type"))?;
     let mut detail = serde_json::Map::new();
     if let Some(description) = patch.description {
         row.description = description.map(|Text(text)| text);
@@ -119,11 +123,10 @@ pub async fn update(
     }
     check(json_of(&row.schema).as_ref(), json_of(&row.example).as_ref())?;
     row.updated_at = services.now_ms();
-    let txn = services.db.begin().await?;
     event_types::update(&txn, row.clone()).await?;
-    if row.schema != old_schema {
-        customers::bump_routing_version(&txn, &row.customer_id).await?;
-    }
+    // Every change tells every process to read the catalog again: the schemas they check are
+    // never older than the last change committed.
+    customers::bump_routing_version(&txn, &row.customer_id).await?;
     detail.insert("name".into(), json!(row.name));
     let detail = Value::Object(detail);
     audit::record(&txn, services, who, "event_type.update", &row.name, Some(&row.customer_id), detail).await?;
@@ -132,12 +135,12 @@ pub async fn update(
 }
 
 pub async fn delete(services: &Services, who: &Principal, customer_id: Option<&str>, name: &str) -> Result<()> {
-    let row = visible(services, who, customer_id, name).await?;
+    let customer_id = who.customer_for_write(customer_id)?;
     let txn = services.db.begin().await?;
+    let row =
+        event_types::get_for_update(&txn, &customer_id, name).await?.ok_or(ServiceError::NotFound("event type"))?;
     event_types::delete(&txn, &row.id).await?;
-    if row.schema.is_some() {
-        customers::bump_routing_version(&txn, &row.customer_id).await?;
-    }
+    customers::bump_routing_version(&txn, &row.customer_id).await?;
     let detail = json!({"name": row.name});
     audit::record(&txn, services, who, "event_type.delete", &row.name, Some(&row.customer_id), detail).await?;
     txn.commit().await?;

@@ -2,7 +2,9 @@
 
 use domain::ids::{CustomerId, EventTypeId};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
+};
 
 use super::entities::event_type::{self, Column, Entity as EventTypes};
 use super::page::{self, PageRequest};
@@ -29,7 +31,21 @@ pub async fn get(
     customer_id: &CustomerId,
     name: &str,
 ) -> Result<Option<event_type::Model>, DbErr> {
-    EventTypes::find().filter(Column::CustomerId.eq(customer_id.clone())).filter(Column::Name.eq(name)).one(db).await
+    named(customer_id, name).one(db).await
+}
+
+/// The type, locked until the transaction ends (PostgreSQL; SQLite's one writer needs no lock), so
+/// that a change reads what it replaces.
+pub async fn get_for_update(
+    txn: &impl ConnectionTrait,
+    customer_id: &CustomerId,
+    name: &str,
+) -> Result<Option<event_type::Model>, DbErr> {
+    named(customer_id, name).lock_exclusive().one(txn).await
+}
+
+fn named(customer_id: &CustomerId, name: &str) -> sea_orm::Select<EventTypes> {
+    EventTypes::find().filter(Column::CustomerId.eq(customer_id.clone())).filter(Column::Name.eq(name))
 }
 
 /// A page of the catalog, newest first; one customer's when `customer_id` is given.
