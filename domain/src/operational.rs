@@ -1,6 +1,7 @@
 //! Operational events: the CloudEvents Herald publishes into a customer's own
-//! stream when one of its endpoints changes state or one of its messages
-//! becomes dead (the README's "Operational events").
+//! stream when one of its endpoints changes state, one of its messages becomes
+//! dead, or a receiver retires a subscription with `410 Gone` (the README's
+//! "Operational events").
 //!
 //! They are Herald's own events: types under the reserved `herald.` prefix,
 //! which a customer may not publish, and source `/herald`. A subscription
@@ -24,6 +25,10 @@ pub const ENDPOINT_DISABLED: &str = "herald.endpoint.disabled";
 pub const ENDPOINT_LOCKED: &str = "herald.endpoint.locked";
 pub const ENDPOINT_CLOSED: &str = "herald.endpoint.closed";
 pub const MESSAGE_DEAD: &str = "herald.message.dead";
+pub const SUBSCRIPTION_PAUSED: &str = "herald.subscription.paused";
+
+/// Why Herald paused a subscription: its receiver answered `410 Gone` ("this target is retired").
+pub const PAUSED_GONE: &str = "gone";
 
 /// Whether events of this type are Herald's own (operational events, the dashboard's test event).
 pub fn is_herald_type(event_type: &str) -> bool {
@@ -111,11 +116,20 @@ pub struct DeadReport {
     pub last_status: Option<i64>,
 }
 
+/// The `data` of `herald.subscription.paused`: the subscription Herald paused, its URL, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PausedReport {
+    pub subscription_id: String,
+    pub url: String,
+    pub reason: &'static str,
+}
+
 /// What Herald reports, for one customer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
     Endpoint(EndpointReport),
     Dead(DeadReport),
+    Paused(PausedReport),
 }
 
 impl Report {
@@ -123,6 +137,7 @@ impl Report {
         match self {
             Report::Endpoint(report) => report.event_type(),
             Report::Dead(_) => MESSAGE_DEAD,
+            Report::Paused(_) => SUBSCRIPTION_PAUSED,
         }
     }
 
@@ -130,7 +145,7 @@ impl Report {
     pub fn about_endpoint(&self) -> Option<&str> {
         match self {
             Report::Endpoint(report) => Some(&report.endpoint_id),
-            Report::Dead(_) => None,
+            Report::Dead(_) | Report::Paused(_) => None,
         }
     }
 
@@ -139,6 +154,7 @@ impl Report {
         let data = match self {
             Report::Endpoint(report) => serde_json::to_value(report),
             Report::Dead(report) => serde_json::to_value(report),
+            Report::Paused(report) => serde_json::to_value(report),
         }
         .expect("reports serialize to JSON");
         json!({

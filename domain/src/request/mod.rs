@@ -150,7 +150,7 @@ request_body! {
         required url: TargetUrl,
         /// Event types to deliver: exact types, or `*` for all but Herald's operational events
         /// (`herald.endpoint.disabled`, `herald.endpoint.locked`, `herald.endpoint.closed`,
-        /// `herald.message.dead`), which are received only when named
+        /// `herald.message.dead`, `herald.subscription.paused`), which are received only when named
         required event_types: EventTypes,
         /// Default `event-grid`
         optional retry_policy: RetryPolicy,

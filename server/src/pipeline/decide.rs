@@ -6,7 +6,7 @@ use domain::states::{ErrorKind, MessageState, Outcome};
 
 use super::send::http::Received;
 use crate::store::entities::message;
-use crate::store::messages::Finish;
+use crate::store::messages::{Finish, PAUSED};
 
 pub struct Decision {
     pub outcome: Outcome,
@@ -65,6 +65,26 @@ pub fn unrenderable(msg: &message::Model, now_ms: i64) -> Decision {
     }
 }
 
+/// `410 Gone`: the receiver says the target is retired (the CloudEvents HTTP webhook's meaning).
+pub const GONE: u16 = 410;
+
+/// A `410 Gone` pauses the subscription (the recorder does, in the same transaction); the message is
+/// held with the pause, as a message published while it lasts is, and is due again when the
+/// subscription resumes. It is a failure the circuit counts, and no attempt is wasted retrying it.
+fn gone(msg: &message::Model, now_ms: i64) -> Decision {
+    Decision {
+        outcome: Outcome::Retryable,
+        finish: Finish {
+            state: MessageState::Held,
+            dead_reason: None,
+            next_attempt_at: Some(PAUSED),
+            delivered_at: None,
+            last_status: Some(i32::from(GONE)),
+            first_failed_at: msg.first_failed_at.or(Some(now_ms)),
+        },
+    }
+}
+
 pub fn decide(
     policy: &RetryPolicy,
     msg: &message::Model,
@@ -86,6 +106,9 @@ pub fn decide(
             },
         };
     };
+    if received.status == Some(GONE) {
+        return gone(msg, now_ms);
+    }
     let outcome = if policy.is_retryable(failure) { Outcome::Retryable } else { Outcome::Permanent };
     let attempts_in_series = (msg.attempt_count - msg.attempt_base + 1).max(1) as u32;
     let age_ms = (now_ms - msg.ttl_started_at).max(0) as u64;
@@ -195,6 +218,15 @@ mod tests {
         assert_eq!(d.finish.next_attempt_at, Some(13_000));
         assert_eq!(retry_after_ms(Some("Thu, 01 Jan 1970 00:00:20 GMT"), 5_000), Some(15_000));
         assert_eq!(retry_after_ms(Some("soon"), 0), None);
+    }
+
+    #[test]
+    fn a_410_holds_the_message_with_its_subscriptions_pause_whatever_the_policy() {
+        for preset in [Preset::EventGrid, Preset::Eventarc] {
+            let d = decide(&RetryPolicy::preset(preset), &message(), &status(410, &[]), 1_000, 0.5);
+            assert_eq!((d.outcome, d.finish.state), (Outcome::Retryable, MessageState::Held));
+            assert_eq!((d.finish.next_attempt_at, d.finish.last_status), (Some(PAUSED), Some(410)));
+        }
     }
 
     #[test]

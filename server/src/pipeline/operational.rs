@@ -114,6 +114,15 @@ pub async fn report_endpoints(
     txn: &impl ConnectionTrait,
     reports: Vec<(CustomerId, EndpointReport)>,
 ) -> Result<Announced, DbErr> {
+    report(pipeline, txn, reports.into_iter().map(|(customer, r)| (customer, Report::Endpoint(r))).collect()).await
+}
+
+/// Reports, inside `txn`, what happened to a customer (an endpoint's change, a subscription's pause).
+pub async fn report(
+    pipeline: &Pipeline,
+    txn: &impl ConnectionTrait,
+    reports: Vec<(CustomerId, Report)>,
+) -> Result<Announced, DbErr> {
     if reports.is_empty() {
         return Ok(Announced::default());
     }
@@ -124,7 +133,7 @@ pub async fn report_endpoints(
     types.sort();
     types.dedup();
     let listeners = subscriptions::naming_types(txn, customers, &types).await?;
-    write(pipeline, txn, &listeners, reports.into_iter().map(|(customer, r)| (customer, Report::Endpoint(r)))).await
+    write(pipeline, txn, &listeners, reports.into_iter()).await
 }
 
 /// A subscription that names an operational event's type, with what it takes read once.

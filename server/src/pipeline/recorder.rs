@@ -6,11 +6,11 @@
 
 use std::collections::BTreeMap;
 
-use domain::ids::{CustomerId, EndpointId, MessageId};
+use domain::ids::{CustomerId, EndpointId, MessageId, SubscriptionId};
 use foldhash::HashSet;
 
 use domain::breaker::{Circuit, Transition};
-use domain::operational::{EndpointReport, announced};
+use domain::operational::{EndpointReport, PAUSED_GONE, PausedReport, Report, announced};
 use domain::states::{EndpointState, MessageState, Outcome};
 use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
@@ -19,13 +19,13 @@ use super::Pipeline;
 use super::batch_slots::{BatchSlots, POSTGRES_WRITERS};
 use super::decide::Decision;
 use super::group_commit::{self, BatchLimit};
-use super::operational::{report_dead, report_endpoints};
+use super::operational::{Announced, report, report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
 use crate::store::counts::{self, Attempted};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
-use crate::store::messages::End;
-use crate::store::{audit, messages};
+use crate::store::messages::{End, PAUSED};
+use crate::store::{self, audit, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
@@ -186,6 +186,9 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         .collect();
     let mut announced = report_dead(pipeline, &txn, &died).await?;
     announced.merge(report_endpoints(pipeline, &txn, reports).await?);
+    let gone =
+        records.iter().filter(|r| r.decision.finish.next_attempt_at == Some(PAUSED) && moved.contains(&r.message.id));
+    announced.merge(pause_gone(pipeline, &txn, gone, now).await?);
     pipeline.commit_and_wake(txn, announced.into()).await?;
     // An attempt whose endpoint is gone still counts as recorded.
     let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
@@ -195,6 +198,34 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         }
     }
     Ok(results)
+}
+
+/// Pauses, in the recorder's transaction, the subscriptions whose receiver answered `410 Gone`
+/// (their messages were held with the pause, see `decide::gone`): each that was active gets its
+/// audit row, by `system`, and the operational event `herald.subscription.paused`.
+async fn pause_gone<'a>(
+    pipeline: &Pipeline,
+    txn: &DatabaseTransaction,
+    gone: impl Iterator<Item = &'a AttemptRecord>,
+    now: i64,
+) -> Result<Announced, DbErr> {
+    let mut subscriptions: Vec<&SubscriptionId> = gone.map(|r| &r.message.subscription_id).collect();
+    if subscriptions.is_empty() {
+        return Ok(Announced::default());
+    }
+    subscriptions.sort();
+    subscriptions.dedup();
+    let mut reports = Vec::new();
+    for id in subscriptions {
+        let Some(paused) = store::subscriptions::pause_if_active(txn, id, now).await? else { continue };
+        tracing::warn!(subscription_id = %id, "the receiver answered 410 Gone; the subscription is paused");
+        let report = PausedReport { subscription_id: id.to_string(), url: paused.url.clone(), reason: PAUSED_GONE };
+        let detail = serde_json::to_string(&report).expect("reports serialize to JSON");
+        let row = audit::row(now, audit::SYSTEM, "subscription.pause", id, Some(&paused.customer_id), detail);
+        audit::insert(txn, row).await?;
+        reports.push((paused.customer_id, Report::Paused(report)));
+    }
+    report(pipeline, txn, reports).await
 }
 
 /// Applies the breaker's rules to each outcome in turn; acts on every

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use domain::policy::RetryPolicy;
+use domain::states::SubscriptionStatus;
 use quick_cache::sync::Cache;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -27,6 +28,26 @@ pub async fn insert(db: &impl ConnectionTrait, row: subscription::Model) -> Resu
 
 pub async fn update(db: &impl ConnectionTrait, row: subscription::Model) -> Result<(), DbErr> {
     Subscriptions::update(row.into_active_model().reset_all()).exec(db).await.map(|_| ())
+}
+
+/// Pauses the subscription if it is active (a change of its routing, like any update); the row as
+/// paused, or `None` when it was not active.
+pub async fn pause_if_active(
+    db: &impl ConnectionTrait,
+    id: &SubscriptionId,
+    now: i64,
+) -> Result<Option<subscription::Model>, DbErr> {
+    let paused = Subscriptions::update_many()
+        .col_expr(Column::Status, Expr::val(SubscriptionStatus::Paused.as_str()))
+        .col_expr(Column::UpdatedAt, Expr::val(now))
+        .filter(Column::Id.eq(id.clone()))
+        .filter(Column::Status.eq(SubscriptionStatus::Active.as_str()))
+        .exec(db)
+        .await?;
+    if paused.rows_affected == 0 {
+        return Ok(None);
+    }
+    get(db, id).await
 }
 
 pub async fn delete(db: &impl ConnectionTrait, id: &SubscriptionId) -> Result<u64, DbErr> {

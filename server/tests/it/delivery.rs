@@ -475,3 +475,47 @@ async fn an_event_that_cannot_be_rendered_ends_its_message_with_an_attempt_sayin
     app.advance_secs(3600.0);
     assert_eq!(app.deliver_retries().await, 0, "never leased again");
 }
+
+#[tokio::test]
+async fn a_410_pauses_the_subscription_holding_its_messages_until_it_resumes() {
+    let app = TestApp::start().await;
+    let rx = TestReceiver::start().await;
+    let (_, key) = app.customer("acme").await;
+    let retired = subscribe(&app, &key, format!("{}/retired", rx.url), json!({})).await;
+    let id = retired["id"].as_str().unwrap().to_string();
+    let told = json!({"event_types": ["herald.subscription.paused"]});
+    let listener = subscribe(&app, &key, format!("{}/ops", rx.url), told).await;
+    rx.answer(410);
+    let first = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.deliver_fresh().await, 1);
+
+    let (_, sub) = app.get(&format!("/api/v1/subscriptions/{id}"), &key).await;
+    assert_eq!(sub["status"], "paused", "a 410 retires the target: {sub}");
+    let held = app.message(&key, &first).await;
+    assert_eq!((held["state"].as_str(), held["attempt_count"].as_u64()), (Some("held"), Some(1)), "{held}");
+    let (_, audit) = app.get("/api/v1/audit-log?action=subscription.pause", &key).await;
+    let row = &audit["data"][0];
+    assert_eq!((row["actor"].as_str(), row["target"].as_str()), (Some("system"), Some(id.as_str())), "{audit}");
+    assert_eq!(row["detail"]["reason"], "gone");
+
+    // The listener is told, and the next event waits with the pause.
+    assert_eq!(app.deliver_fresh().await, 1);
+    let ops = rx.seen().into_iter().find(|r| r.path == "/ops").expect("the operational event was delivered");
+    let event: Value = serde_json::from_slice(&ops.body).unwrap();
+    assert_eq!(event["type"], "herald.subscription.paused");
+    assert_eq!(event["data"], json!({"subscription_id": id, "url": retired["url"], "reason": "gone"}));
+    assert_eq!(listener["status"], "active");
+    let second = app.publish(&key, "e2", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.message(&key, &second).await["state"], "held");
+
+    rx.answer(200);
+    let body = json!({"status": "active"});
+    let (status, _) =
+        app.call(reqwest::Method::PATCH, &format!("/api/v1/subscriptions/{id}"), Some(&key), Some(body)).await;
+    assert_eq!(status, 200);
+    app.deliver_fresh().await;
+    app.deliver_retries().await;
+    for message in [&first, &second] {
+        assert_eq!(app.message(&key, message).await["state"], "delivered", "resumed, {message} is delivered");
+    }
+}
