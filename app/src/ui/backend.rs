@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId};
 use domain::policy::RetryPolicy;
 use domain::request::{
-    EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReplayWindowBody, SubscriptionBody, SubscriptionPatch,
-    UserBody,
+    EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReplayWindowBody, SendExampleBody, SubscriptionBody,
+    SubscriptionPatch, UserBody,
 };
 use http::request::Parts;
 
@@ -52,6 +52,13 @@ pub trait Backend: Send + Sync + 'static {
     async fn delete_event_type(&self, v: &Viewer, customer_id: Option<String>, name: &str) -> Result<(), UiError>;
     /// A filter tried on the customer's latest kept events of some types, storing nothing.
     async fn preview_filter(&self, v: &Viewer, body: FilterPreviewBody) -> Result<Vec<FilterMatch>, UiError>;
+    /// Publishes the catalog's example of a type to this subscription alone.
+    async fn send_example(
+        &self,
+        v: &Viewer,
+        id: &SubscriptionId,
+        body: SendExampleBody,
+    ) -> Result<PublishResult, UiError>;
     /// Publishes a `herald.test` event to this subscription alone; returns the message id.
     async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError>;
 

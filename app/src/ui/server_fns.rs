@@ -52,7 +52,7 @@ mod ssr {
 #[cfg(feature = "ssr")]
 use domain::request::{
     EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, PreviewBody, ReadBody, ReplayWindowBody,
-    SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
+    SendExampleBody, SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
 };
 #[cfg(feature = "ssr")]
 use ssr::{fail, viewer};
@@ -360,6 +360,17 @@ pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
     backend.rotate_secret(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?rotated=1"));
+    Ok(())
+}
+
+/// Publishes the catalog's example of `event_type` to this subscription alone.
+#[server]
+pub async fn send_example(id: String, event_type: Option<String>) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let body = SendExampleBody::read_form(&[("event_type", text(event_type))]).map_err(invalid)?;
+    let published = backend.send_example(&v, &id.into(), body).await.map_err(fail)?;
+    let message_id = published.events.first().and_then(|e| e.message_ids.first()).cloned().unwrap_or_default();
+    leptos_axum::redirect(&format!("/messages/{message_id}?sent=1"));
     Ok(())
 }
 

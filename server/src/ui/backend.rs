@@ -15,7 +15,7 @@ use domain::policy::RetryPolicy;
 use domain::query::{AuditQuery, EventQuery, MessageQuery, ReadQuery};
 use domain::request::{
     BulkReplayBody, EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReadBody, ReplayWindowBody,
-    SubscriptionBody, SubscriptionPatch, UserBody,
+    SendExampleBody, SubscriptionBody, SubscriptionPatch, UserBody,
 };
 use tower_sessions::Session;
 
@@ -168,6 +168,15 @@ impl Backend for DashboardBackend {
 
     async fn preview_filter(&self, v: &Viewer, body: FilterPreviewBody) -> Result<Vec<FilterMatch>, UiError> {
         subscriptions::preview_filter(&self.services, &principal(v), body).await.map_err(ui_error)
+    }
+
+    async fn send_example(
+        &self,
+        v: &Viewer,
+        id: &SubscriptionId,
+        body: SendExampleBody,
+    ) -> Result<PublishResult, UiError> {
+        events::send_example(&self.services, &principal(v), id, body).await.map_err(ui_error)
     }
 
     async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError> {

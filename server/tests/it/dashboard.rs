@@ -615,3 +615,27 @@ async fn the_event_types_page_adds_changes_and_removes_types() {
     assert_eq!(status, 302);
     assert_eq!(app.get("/api/v1/event-types/order.created", &key).await.0, 404);
 }
+
+#[tokio::test]
+async fn the_subscription_page_sends_a_catalog_example_to_it_alone() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    let sub = app.subscribe(&key, json!({"name": "s", "url": "http://127.0.0.1:9/s", "event_types": ["*"]})).await;
+    let other = app.subscribe(&key, json!({"name": "o", "url": "http://127.0.0.1:9/o", "event_types": ["*"]})).await;
+    let example = json!({"order": 7});
+    app.post("/api/v1/event-types", &key, json!({"name": "order.created", "example": example})).await;
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let page = format!("/subscriptions/{}", sub["id"].as_str().unwrap());
+    assert!(alice.get(&page).await.1.contains("<option value=\"order.created\">"), "the example is offered");
+
+    let form = [("id", sub["id"].as_str().unwrap()), ("event_type", "order.created")];
+    let (status, location) = alice.submit(&page, "send_example", &form, None).await;
+    assert_eq!(status, 302);
+    let message_id = location.unwrap().trim_start_matches("/messages/").trim_end_matches("?sent=1").to_string();
+    let message = app.message(&key, &message_id).await;
+    assert_eq!((&message["subscription_id"], &message["event"]["data"]), (&sub["id"], &example), "{message}");
+    let (_, theirs) =
+        app.get(&format!("/api/v1/messages?subscription_id={}", other["id"].as_str().unwrap()), &key).await;
+    assert!(theirs["data"].as_array().unwrap().is_empty(), "the other subscription got nothing");
+}

@@ -30,7 +30,7 @@ pub fn EventTypesPage() -> impl IntoView {
                 said("created", "in the catalog").or_else(|| said("saved", "saved")).or_else(|| said("removed", "removed"))
                     .map(|text| view! { <p class="notice" role="status">{text}</p> })
             }}
-            <p class="hint">"The types your events have. A type with a schema has every published event's data checked against it (JSON Schema, draft 2020-12): an event that breaks it is refused with 422, and nothing of its request is stored. A subscription can send a type's example from its page."</p>
+            <p class="hint">"The types your events have. A type with a schema has every published event's data checked against it (JSON Schema, draft 2020-12): an event that breaks it is refused with 422, and nothing of its request is stored. A subscription's page sends a type's example to it alone."</p>
             {action_error(remove.value())}
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {

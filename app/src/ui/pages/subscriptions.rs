@@ -3,8 +3,8 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::ui::components::{Badge, CustomerField, Frame, NextPage, Notice, action_error, load_error, span_text, time};
 use crate::ui::server_fns::{
-    CreateSubscription, RotateSecret, SendTestEvent, SetSubscriptionStatus, UpdateSubscription, get_event_types,
-    get_filter_preview, get_schedule, get_subscription, get_subscriptions,
+    CreateSubscription, RotateSecret, SendExample, SendTestEvent, SetSubscriptionStatus, UpdateSubscription,
+    get_event_types, get_filter_preview, get_schedule, get_subscription, get_subscriptions,
 };
 use domain::dto::{FilterMatch, Page, Preview, Subscription};
 use domain::states::SubscriptionStatus;
@@ -360,6 +360,7 @@ fn detail(
                 <button type="submit">"Send a test event"</button>
             </ActionForm>
         </div>
+        <SendExampleForm id=s.id.clone() customer_id=s.customer_id.clone()/>
         <h2>"Retry schedule"</h2>
         {match schedule {
             Ok(preview) => schedule_table(preview, "When each attempt starts if every one fails").into_any(),
@@ -377,5 +378,39 @@ fn detail(
         </ActionForm>
         <PreviewedSchedule/>
         <FilterPreview subscription_id=id_filter/>
+    }
+}
+
+/// Sends one of the customer's catalog examples to this subscription alone, when it has some.
+#[component]
+fn SendExampleForm(id: String, customer_id: String) -> impl IntoView {
+    let send = ServerAction::<SendExample>::new();
+    let catalog = Resource::new(|| (), |_| get_event_types(None));
+    view! {
+        {action_error(send.value())}
+        <Suspense fallback=|| ()>
+            {move || {
+                let (id, customer_id) = (id.clone(), customer_id.clone());
+                Suspend::new(async move {
+                    let types = catalog.await.map(|page| page.data).unwrap_or_default();
+                    let names: Vec<String> = types
+                        .into_iter()
+                        .filter(|t| t.customer_id == customer_id && t.example.is_some())
+                        .map(|t| t.name)
+                        .collect();
+                    (!names.is_empty()).then(|| view! {
+                        <ActionForm action=send attr:class="inline">
+                            <input type="hidden" name="id" value=id/>
+                            <label>"Example of the catalog's type "
+                                <select name="event_type">
+                                    {names.into_iter().map(|n| view! { <option value=n.clone()>{n.clone()}</option> }).collect_view()}
+                                </select>
+                            </label>
+                            <button type="submit" class="secondary">"Send the example"</button>
+                        </ActionForm>
+                    })
+                })
+            }}
+        </Suspense>
     }
 }
