@@ -13,6 +13,8 @@ use std::sync::{Arc, LazyLock};
 
 use base64::Engine;
 use cel::common::ast::{EntryExpr, Expr};
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, IdedExpr, Program, Value as Cel};
 use serde_json::Value;
@@ -72,9 +74,11 @@ impl Filter {
     }
 }
 
-fn context(message: &Message) -> Context<'static, 'static> {
+/// A context whose one variable, `message`, is borrowed from the event's conversion: evaluating
+/// copies nothing of the event.
+fn context(message: &Message) -> Context<'_, '_> {
     let mut context = Context::with_env(ENV.clone());
-    context.add_variable_from_value(MESSAGE, message.0.clone());
+    context.set_variable_resolver(message);
     context
 }
 
@@ -151,9 +155,16 @@ fn is_function(name: &str) -> bool {
     name.contains('(')
 }
 
-/// An event as a filter sees it, built once per event and shared by every filter evaluated on it.
-#[derive(Clone)]
-pub struct Message(Cel);
+/// An event as a filter sees it, converted once per event into the interpreter's values and lent
+/// to every filter evaluated on it.
+#[derive(Debug)]
+pub struct Message(Box<dyn Val>);
+
+impl VariableResolver for Message {
+    fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        (variable == MESSAGE).then(|| CowVal::Borrowed(&*self.0))
+    }
+}
 
 impl Message {
     pub fn of(event: &CloudEvent) -> Message {
@@ -170,7 +181,8 @@ impl Message {
         if let Some(data) = data(event) {
             map.insert(Key::from("data".to_string()), data);
         }
-        Message(Cel::Map(Map { map: Arc::new(map) }))
+        let converted = Cel::Map(Map { map: Arc::new(map) }).try_into();
+        Message(converted.expect("JSON values and timestamps convert to the interpreter's values"))
     }
 
     /// An event with the required attributes only, which a filter is tried on when compiled.
