@@ -23,6 +23,7 @@ use crate::pipeline::Due;
 use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
 use crate::store::entities::{endpoint, subscription};
+use crate::store::events::EventFilter;
 use crate::store::page::{self, PageRequest};
 use crate::store::subscriptions::policy_of;
 use crate::store::{customers, endpoints, events, messages, subscriptions};
@@ -132,12 +133,15 @@ pub async fn preview_filter(
         None => who.customer_for_write(body.customer_id.as_deref())?,
     };
     let EventTypes(types) = body.event_types;
+    let archive = EventFilter { customer_id: Some(customer_id), ..EventFilter::default() };
     let (mut found, mut read, mut before) = (Vec::new(), 0, None);
     while found.len() < FILTER_PREVIEW_EVENTS && read < FILTER_PREVIEW_SCAN {
-        let batch = events::newest_of(&services.db, &customer_id, before.as_ref(), FILTER_PREVIEW_READ).await?;
+        let page = PageRequest { before, limit: FILTER_PREVIEW_READ };
+        // The archive's page of the customer's events, newest first (one row more when more follow).
+        let (batch, _) = events::list(&services.db, &archive, &page).await?;
         read += batch.len();
-        let last_read = (batch.len() as u64) < FILTER_PREVIEW_READ;
-        before = batch.last().map(|row| row.id.clone());
+        let last_read = (batch.len() as u64) <= FILTER_PREVIEW_READ;
+        before = batch.last().map(|row| row.id.to_string());
         let of_types = batch.iter().filter(|row| types.iter().any(|t| type_matches(t, &row.event_type)));
         for (row, event) in of_types.filter_map(|row| Some((row, row.cloud_event()?))) {
             let outcome = filter.matches(&Message::of(&event));

@@ -284,21 +284,6 @@ pub async fn list(
     page::newest_first(db, range, Events::find().filter(filter.condition()), Column::Id, page).await
 }
 
-/// A customer's newest events below the id `before`, at most `limit`, newest first.
-pub async fn newest_of(
-    db: &impl ConnectionTrait,
-    customer_id: &CustomerId,
-    before: Option<&EventId>,
-    limit: u64,
-) -> Result<Vec<event::Model>, DbErr> {
-    let mut query =
-        Events::find().filter(Column::CustomerId.eq(customer_id.clone())).order_by_desc(Column::Id).limit(limit);
-    if let Some(before) = before {
-        query = query.filter(Column::Id.lt(before.clone()));
-    }
-    query.all(db).await
-}
-
 /// Up to `limit` events that match, oldest first, after the event `after`.
 pub async fn oldest_first(
     db: &impl ConnectionTrait,

@@ -36,8 +36,8 @@ pub fn SubscriptionsPage() -> impl IntoView {
                 <SubscriptionFields values=FormValues::previewed().unwrap_or_else(FormValues::new_subscription)/>
                 <div class="actions">
                     <button type="submit">"Create subscription"</button>
-                    {preview_button("/subscriptions#new".into())}
-                    {filter_test_button("/subscriptions#new".into())}
+                    {try_button("/subscriptions#new".into(), "preview", "Preview the schedule")}
+                    {try_button("/subscriptions#new".into(), "filter_test", "Test the filter")}
                 </div>
             </ActionForm>
             <PreviewedSchedule/>
@@ -154,16 +154,6 @@ fn SubscriptionFields(values: FormValues) -> impl IntoView {
     }
 }
 
-/// The button that shows the form again with its filter tried on the latest kept events of its
-/// types, saving nothing: the form's fields go to this page in the URL.
-fn filter_test_button(page: String) -> impl IntoView {
-    view! {
-        <button type="submit" class="secondary" formmethod="get" formaction=page name="filter_test" value="1">
-            "Test the filter"
-        </button>
-    }
-}
-
 /// What a "Test the filter" asked for: the customer's latest kept events of the form's types, each
 /// with whether the filter matches it.
 #[component]
@@ -226,13 +216,12 @@ fn filter_table(found: Vec<FilterMatch>) -> impl IntoView {
     }
 }
 
-/// The button that shows the form again with its policy's schedule, saving nothing:
-/// the form's fields go to this page in the URL.
-fn preview_button(page: String) -> impl IntoView {
+/// A button that shows the form again with what it asks for (`preview`: the policy's schedule;
+/// `filter_test`: the filter on the latest kept events of its types), saving nothing: the form's
+/// fields go to this page in the URL.
+fn try_button(page: String, asks: &'static str, label: &'static str) -> impl IntoView {
     view! {
-        <button type="submit" class="secondary" formmethod="get" formaction=page name="preview" value="1">
-            "Preview the schedule"
-        </button>
+        <button type="submit" class="secondary" formmethod="get" formaction=page name=asks value="1">{label}</button>
     }
 }
 
@@ -372,8 +361,8 @@ fn detail(
             <SubscriptionFields values=FormValues::previewed().unwrap_or_else(|| FormValues::of(&s))/>
             <div class="actions">
                 <button type="submit">"Save"</button>
-                {preview_button(format!("/subscriptions/{id_edit}#edit"))}
-                {filter_test_button(format!("/subscriptions/{id_edit}#edit"))}
+                {try_button(format!("/subscriptions/{id_edit}#edit"), "preview", "Preview the schedule")}
+                {try_button(format!("/subscriptions/{id_edit}#edit"), "filter_test", "Test the filter")}
             </div>
         </ActionForm>
         <PreviewedSchedule/>
