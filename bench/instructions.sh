@@ -7,12 +7,13 @@
 #
 # herald-bench runs the release binary under callgrind twice, with a small and
 # a large number of events (one subscription unless --subscriptions says more,
-# each with --filter when given, and --schema puts the published type in the
-# catalog with a schema of ten properties); the difference between the two runs, divided
+# each with --filter when given and the fields of --subscription (a JSON object),
+# and --schema puts the published type in the catalog with a schema of ten properties);
+# the difference between the two runs, divided
 # by the difference in deliveries, leaves out start-up and setup.
 #
 #   bench/instructions.sh [--database-url postgres://…] [--small 1000] [--large 4000]
-#                         [--subscriptions 1] [--filter CEL] [--schema]
+#                         [--subscriptions 1] [--filter CEL] [--schema] [--subscription JSON]
 #
 # Needs valgrind and python3 (Debian: apt-get install valgrind) and a release
 # build (cargo build --release -p server --bins). Loopback only; stops by
@@ -29,11 +30,13 @@ LARGE=4000
 SUBSCRIPTIONS=1
 FILTER=""
 SCHEMA=""
+EXTRA=""
 while (($#)); do
     case $1 in
     --schema) SCHEMA=--schema; shift ;;
     --subscriptions) SUBSCRIPTIONS=$2; shift 2 ;;
     --filter) FILTER=$2; shift 2 ;;
+    --subscription) EXTRA=$2; shift 2 ;;
     --database-url) DATABASE_URL=$2; shift 2 ;;
     --small) SMALL=$2; shift 2 ;;
     --large) LARGE=$2; shift 2 ;;
@@ -60,7 +63,7 @@ count() { # events → the per-function counts of one run, in $WORK/$1.txt
     rm -f "$WORK"/callgrind.*
     echo "herald under callgrind: $events events" >&2
     "$BENCH" --herald "$WORK/herald" --events "$events" --concurrency 32 --subscriptions "$SUBSCRIPTIONS" \
-        ${FILTER:+--filter "$FILTER"} $SCHEMA --scenario steady ${DATABASE_URL:+--database-url "$DATABASE_URL"} --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 ||
+        ${FILTER:+--filter "$FILTER"} ${EXTRA:+--subscription "$EXTRA"} $SCHEMA --scenario steady ${DATABASE_URL:+--database-url "$DATABASE_URL"} --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 ||
         { cat "$WORK/bench.log" >&2; exit 1; }
     # herald-bench stops Herald with SIGTERM and kills it after 10 s; killed, callgrind writes nothing.
     local files=("$WORK"/callgrind.*)

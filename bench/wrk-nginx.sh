@@ -8,6 +8,8 @@
 # that the machine's speed changed meanwhile.
 #
 #   bench/wrk-nginx.sh [--database-url postgres://…] [--seconds 10] [--connections 32] [--subscriptions 1]
+#                      [--subscription JSON]   (fields every subscription gets besides, such as
+#                                               '{"signature":"v1a"}')
 #
 # Needs wrk and nginx (Debian: apt-get install wrk nginx-light) and a release
 # build (cargo build --release -p server). Loopback only; stops by itself.
@@ -18,12 +20,14 @@ DATABASE_URL=""
 SECONDS_RUN=10
 CONNECTIONS=32
 SUBSCRIPTIONS=1
+EXTRA=""
 while (($#)); do
     case $1 in
     --database-url) DATABASE_URL=$2; shift 2 ;;
     --seconds) SECONDS_RUN=$2; shift 2 ;;
     --connections) CONNECTIONS=$2; shift 2 ;;
     --subscriptions) SUBSCRIPTIONS=$2; shift 2 ;;
+    --subscription) EXTRA=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -122,7 +126,9 @@ json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 CUSTOMER=$(api /api/v1/customers "$ADMIN" '{"name":"wrk"}' | json id)
 KEY=$(api "/api/v1/customers/$CUSTOMER/api-keys" "$ADMIN" '{"name":"wrk"}' | json token)
 for i in $(seq "$SUBSCRIPTIONS"); do
-    api /api/v1/subscriptions "$KEY" "{\"name\":\"s$i\",\"url\":\"http://127.0.0.1:$NGINX_PORT/hook/$i\",\"event_types\":[\"*\"]}" >/dev/null
+    body="{\"name\":\"s$i\",\"url\":\"http://127.0.0.1:$NGINX_PORT/hook/$i\",\"event_types\":[\"*\"]}"
+    [[ -z $EXTRA ]] || body=$(python3 -c 'import json,sys; b=json.loads(sys.argv[1]); b.update(json.loads(sys.argv[2])); print(json.dumps(b))' "$body" "$EXTRA")
+    api /api/v1/subscriptions "$KEY" "$body" >/dev/null
 done
 CPU_BEFORE=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
 

@@ -663,7 +663,7 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     stored = client.get(f"/api/v1/subscriptions/{sub_id}", expect=200).json()
     assert (stored["name"], stored["url"], stored["event_types"]) == (name, receiver.url(path), [event_type]), stored
     assert stored["retry_policy"]["kind"] == "eventarc", stored
-    secret = fact(page, "Signing secret")
+    secret = fact(page, "Signing secret (v1, HMAC-SHA256)")
     assert secret.startswith("whsec_"), secret
 
     tab.submit(page.get_by_role("button", name="Pause"), "paused")
@@ -679,7 +679,7 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     tab.submit(page.get_by_role("button", name="Rotate secret"), "rotated")
     assert tab.path == f"/subscriptions/{sub_id}?rotated=1", tab.path
     assert any("new secret" in n for n in tab.notices()), tab.notices()
-    rotated = fact(page, "Signing secret")
+    rotated = fact(page, "Signing secret (v1, HMAC-SHA256)")
     assert rotated.startswith("whsec_") and rotated != secret, f"the secret changes: {secret} -> {rotated}"
 
     tab.submit(page.get_by_role("button", name="Send a test event"), "test-event-sent")

@@ -16,7 +16,8 @@ accept, and never make a request the document calls invalid look valid, or the r
   - a time window's `since` before its `until`, and a replayed window of at most 366 days;
   - dashboard usernames are unique, and a customer user's `customer_id` must exist;
   - a subscription's `filter` must be a CEL expression that gives a boolean (any such text is
-    swapped for one);
+    swapped for one), and its extra `headers` are unique regardless of case (a name that repeats
+    another's but for case is dropped);
   - an event type's `schema` must be valid JSON Schema that its `example` keeps, and its `name`
     must not start with `herald.` (a schema is swapped for `{}`, which every example keeps and
     which refuses no later publish; a reserved name gets another first letter).
@@ -139,6 +140,13 @@ HOOKS = textwrap.dedent(
                 body["customer_id"] = CUSTOMER_ID
         if _text(body.get("filter"), 4096):
             body["filter"] = "has(message.subject)"
+        headers = body.get("headers")
+        if isinstance(headers, dict):
+            seen = set()
+            for name in list(headers):
+                if name.lower() in seen:
+                    del headers[name]
+                seen.add(name.lower())
         if operation in ("POST /api/v1/event-types", "PATCH /api/v1/event-types/{name}"):
             if isinstance(body.get("schema"), (dict, bool)):
                 body["schema"] = {}

@@ -4,7 +4,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::states::{ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SubscriptionStatus};
+use super::states::{
+    ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SignatureScheme, SubscriptionStatus,
+};
 
 #[cfg(feature = "openapi")]
 use utoipa::ToSchema;
@@ -138,12 +140,54 @@ pub struct Subscription {
     /// of its types does.
     #[serde(default)]
     pub filter: Option<String>,
+    /// The names of the extra request headers sent with every delivery.
+    #[serde(default)]
+    pub header_names: Vec<String>,
+    /// The extra request headers with their values; present when the subscription is read one at
+    /// a time.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// How Herald authenticates to the receiver: the kind and the parts that are not secret;
+    /// `null` when it does not.
+    #[serde(default)]
+    pub auth: Option<AuthView>,
+    /// `v1` (HMAC-SHA256 with `secret`) or `v1a` (Ed25519, verified with `public_key`).
+    #[serde(default = "default_signature")]
+    pub signature: SignatureScheme,
+    /// With `v1a`: the Ed25519 public key (`whpk_` and the base64 of 32 bytes) a receiver
+    /// verifies signatures with.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub public_key: Option<String>,
     pub endpoint_id: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// The signing secret; present when the subscription is read one at a time.
+    /// The `v1` signing secret; present when the subscription is read one at a time.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub secret: Option<String>,
+}
+
+fn default_signature() -> SignatureScheme {
+    SignatureScheme::V1
+}
+
+/// A subscription's credentials as shown: never a token, a password or a client secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct AuthView {
+    /// `bearer`, `basic` or `oauth2`.
+    pub kind: String,
+    /// `basic`: the user name.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub username: Option<String>,
+    /// `oauth2`: where tokens are requested.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub token_url: Option<String>,
+    /// `oauth2`: the client's id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub client_id: Option<String>,
+    /// `oauth2`: the scope requested, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scope: Option<String>,
 }
 
 /// A type of the customer's event-type catalog.

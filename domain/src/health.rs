@@ -54,7 +54,7 @@ impl FailureKind {
 }
 
 /// Every value of [`attempt_class`]: status classes, then error kinds, `other` last.
-pub const ATTEMPT_CLASSES: [&str; 12] = [
+pub const ATTEMPT_CLASSES: [&str; 13] = [
     "1xx",
     "2xx",
     "3xx",
@@ -66,6 +66,7 @@ pub const ATTEMPT_CLASSES: [&str; 12] = [
     "tls",
     "blocked_target",
     "body_too_large",
+    "auth",
     "other",
 ];
 

@@ -73,10 +73,11 @@ text_enum!(
     Outcome { Success = "success", Retryable = "retryable", Permanent = "permanent" }
 );
 text_enum!(
-    /// Why an attempt got no usable HTTP status.
+    /// Why an attempt got no usable HTTP status (`auth`: the receiver's credentials could not be
+    /// had, its OAuth 2.0 token endpoint failed).
     ErrorKind {
         Timeout = "timeout", Connect = "connect", Dns = "dns", Tls = "tls",
-        BlockedTarget = "blocked_target", BodyTooLarge = "body_too_large", Other = "other",
+        BlockedTarget = "blocked_target", BodyTooLarge = "body_too_large", Auth = "auth", Other = "other",
     }
 );
 text_enum!(
@@ -86,6 +87,10 @@ text_enum!(
 text_enum!(
     /// How the event is put on the wire (CloudEvents HTTP binding).
     ContentMode { Structured = "structured", Binary = "binary" }
+);
+text_enum!(
+    /// How deliveries are signed: `v1` HMAC-SHA256 with a shared secret, `v1a` Ed25519.
+    SignatureScheme { V1 = "v1", V1a = "v1a" }
 );
 text_enum!(
     SubscriptionStatus { Active = "active", Paused = "paused" }

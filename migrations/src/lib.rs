@@ -21,6 +21,7 @@ mod m0014_attempt_trace;
 mod m0015_counts;
 mod m0016_subscription_filter;
 mod m0017_event_types;
+mod m0018_delivery_options;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_counts::Migration),
             Box::new(m0016_subscription_filter::Migration),
             Box::new(m0017_event_types::Migration),
+            Box::new(m0018_delivery_options::Migration),
         ]
     }
 }

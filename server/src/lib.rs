@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod secrets;
 pub mod service;
 pub mod store;
+pub mod subscription_secrets;
 pub mod telemetry;
 pub mod ui;
 

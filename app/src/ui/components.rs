@@ -74,6 +74,20 @@ pub fn CustomerField() -> impl IntoView {
 }
 
 /// An endpoint's or a message's state as a labelled badge.
+/// A labelled `<select>` of `(value, text)` options, `selected` chosen.
+#[component]
+pub fn SelectField(
+    label: &'static str,
+    name: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+    selected: &'static str,
+) -> impl IntoView {
+    let options = options
+        .into_iter()
+        .map(|(value, text)| view! { <option value=value selected=value == selected>{text}</option> });
+    view! { <label>{label} <select name=name>{options.collect_view()}</select></label> }
+}
+
 #[component]
 pub fn Badge(text: String) -> impl IntoView {
     let class = format!("badge badge-{text}");

@@ -363,6 +363,63 @@ pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
     Ok(())
 }
 
+/// The delivery form as submitted: the extra headers (one a line), the signature scheme, and the
+/// credentials (`auth_kind` `keep` leaves them as they are, `none` removes them).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct DeliveryForm {
+    headers: Option<String>,
+    signature: Option<String>,
+    auth_kind: Option<String>,
+    auth_token: Option<String>,
+    auth_username: Option<String>,
+    auth_password: Option<String>,
+    auth_token_url: Option<String>,
+    auth_client_id: Option<String>,
+    auth_client_secret: Option<String>,
+    auth_scope: Option<String>,
+}
+
+impl DeliveryForm {
+    /// The credentials as the API's JSON, to be read by the same rule; `None` to keep them.
+    fn auth_json(&self) -> Option<String> {
+        let kind = text(self.auth_kind.clone()).unwrap_or_else(|| "keep".into());
+        let mut auth = serde_json::Map::new();
+        let parts: &[(&str, &Option<String>)] = match kind.as_str() {
+            "keep" => return None,
+            "none" => return Some(String::new()),
+            "bearer" => &[("token", &self.auth_token)],
+            "basic" => &[("username", &self.auth_username), ("password", &self.auth_password)],
+            _ => &[
+                ("token_url", &self.auth_token_url),
+                ("client_id", &self.auth_client_id),
+                ("client_secret", &self.auth_client_secret),
+                ("scope", &self.auth_scope),
+            ],
+        };
+        auth.insert("kind".into(), kind.clone().into());
+        for (name, value) in parts {
+            if let Some(value) = text((*value).clone()) {
+                auth.insert(name.to_string(), value.into());
+            }
+        }
+        Some(serde_json::Value::Object(auth).to_string())
+    }
+}
+
+#[server]
+pub async fn update_delivery(id: String, #[server(flatten)] form: DeliveryForm) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    let mut fields =
+        vec![("headers", Some(form.headers.clone().unwrap_or_default())), ("signature", text(form.signature.clone()))];
+    if let Some(auth) = form.auth_json() {
+        fields.push(("auth", Some(auth)));
+    }
+    let patch = SubscriptionPatch::read_form(&fields).map_err(invalid)?;
+    backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1#delivery"));
+    Ok(())
+}
+
 /// Publishes the catalog's example of `event_type` to this subscription alone.
 #[server]
 pub async fn send_example(id: String, event_type: Option<String>) -> Result<(), ServerFnError> {

@@ -15,6 +15,8 @@ pub enum Failure {
     Tls,
     BlockedTarget,
     BodyTooLarge,
+    /// The receiver's credentials could not be had (its token endpoint failed).
+    Auth,
     Other,
 }
 
@@ -52,7 +54,7 @@ impl RetryPolicy {
             // An oversized answer will be oversized again; only `all` retries it.
             Failure::BodyTooLarge => self.retry_on == RetryOn::All,
             // Timeouts and connection-level errors stay retryable under every `retry_on`.
-            Failure::Timeout | Failure::Connect | Failure::Dns | Failure::Tls | Failure::Other => true,
+            Failure::Timeout | Failure::Connect | Failure::Dns | Failure::Tls | Failure::Auth | Failure::Other => true,
         }
     }
 
@@ -290,6 +292,7 @@ mod tests {
             Just(Failure::Timeout),
             Just(Failure::Connect),
             Just(Failure::Other),
+            Just(Failure::Auth),
         ]
     }
 

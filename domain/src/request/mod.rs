@@ -10,6 +10,7 @@
 //! as its rule says (a number, a list, a policy written as JSON), so a form and
 //! an API call are refused with the same words.
 
+mod delivery;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 mod rules;
@@ -22,9 +23,10 @@ use crate::event::CloudEvent;
 use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::Fields;
 use crate::policy::RetryPolicy;
-use crate::states::{ContentMode, Role, SubscriptionStatus};
+use crate::states::{ContentMode, Role, SignatureScheme, SubscriptionStatus};
 use crate::target::TargetUrl;
 
+pub use delivery::{DeliveryAuth, ExtraHeaders, MASK, MAX_EXTRA_HEADERS, is_reserved_header};
 pub use rules::*;
 pub use unlock::{MAX_OLDER_THAN_SECS, UnlockBody};
 
@@ -160,7 +162,20 @@ request_body! {
         /// A CEL expression over the event, `message`, that must be true for an event to reach the
         /// subscription (`message.source.startsWith("/shop/eu") && message.data.total > 100`); at
         /// most 4096 bytes. `null` removes it.
-        clearable filter: FilterText;
+        clearable filter: FilterText,
+        /// Up to 20 request headers `{name: value}` sent with every delivery (an API key for a
+        /// gateway, a tenant id). Names are unique regardless of case; Herald's own are refused
+        /// (`host`, `content-type`, `content-length`, `transfer-encoding`, `connection`,
+        /// `user-agent`, `authorization`, `traceparent`, `tracestate`, `webhook-*`, `ce-*`). Values
+        /// (at most 4096 bytes) are sealed at rest; a list shows only the names. `null` removes them.
+        clearable headers: ExtraHeaders,
+        /// How Herald authenticates to the receiver: `bearer`, `basic`, or `oauth2` (client
+        /// credentials). Secrets are sealed at rest and never shown; `null` removes it.
+        clearable auth: DeliveryAuth,
+        /// `v1` (HMAC-SHA256 with the `whsec_` secret, the default) or `v1a` (Ed25519: the receiver
+        /// verifies with `public_key`). A change of scheme is a rotation: the previous key keeps
+        /// signing for 24 hours.
+        optional signature: SignatureScheme;
         optional customer_id: CustomerId,
     }
 }

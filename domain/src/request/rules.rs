@@ -10,7 +10,7 @@ use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::{Fields, check_text, whole_number};
 use crate::operational::{RESERVED_PREFIX, is_herald_type};
 use crate::policy::RetryPolicy;
-use crate::states::{ContentMode, MessageState, Role, SubscriptionStatus};
+use crate::states::{ContentMode, MessageState, Role, SignatureScheme, SubscriptionStatus};
 use crate::target::TargetUrl;
 
 #[cfg(feature = "openapi")]
@@ -387,7 +387,7 @@ macro_rules! text_enum_rule {
 
 pub(super) use text_enum_rule;
 
-text_enum_rule!(ContentMode, MessageState, Role, SubscriptionStatus);
+text_enum_rule!(ContentMode, MessageState, Role, SignatureScheme, SubscriptionStatus);
 
 /// An id a client names: a [`Text`] of up to 64 characters, of its kind. One that names no
 /// such object is the use case's to refuse.

@@ -35,6 +35,7 @@ fn failure_of_kind(kind: ErrorKind) -> Failure {
         ErrorKind::Tls => Failure::Tls,
         ErrorKind::BodyTooLarge => Failure::BodyTooLarge,
         ErrorKind::BlockedTarget => Failure::BlockedTarget,
+        ErrorKind::Auth => Failure::Auth,
         ErrorKind::Other => Failure::Other,
     }
 }

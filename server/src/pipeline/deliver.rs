@@ -9,8 +9,11 @@ use domain::health::attempt_class;
 use domain::policy::{DeadReason, RetryPolicy};
 use domain::states::{EndpointState, ErrorKind, MessageState, Outcome};
 use domain::trace::{EventTrace, MessageTrace, span_id};
+use reqwest::header::AUTHORIZATION;
 use sea_orm::TransactionTrait;
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use super::Pipeline;
 use super::decide::{decide, unrenderable};
@@ -18,10 +21,11 @@ use super::handoff::StartPermit;
 use super::job::Job;
 use super::operational::{Announced, report_dead};
 use super::recorder::{AttemptRecord, Recorder};
+use super::send::credentials::{Authorization, Credentials};
 use super::send::destinations::{Destination, Destinations};
-use super::send::http::{self, Received, headers_json, send};
+use super::send::http::{self, Outgoing, Received, headers_json, send};
+use super::send::oauth::OAuthClient;
 use super::send::request;
-use super::send::signing_keys::SigningKeys;
 use super::spans::AttemptSpan;
 use crate::store::endpoints::{gate_of, take_probe};
 use crate::store::entities::{endpoint, event, message, subscription};
@@ -50,7 +54,7 @@ enum Release {
 }
 
 /// What both lanes send with: one HTTP client, the receivers' URLs and
-/// signing keys as last read, and the recorder.
+/// secrets as last read, and the recorder.
 pub struct Deliverer {
     pipeline: Pipeline,
     client: reqwest::Client,
@@ -58,7 +62,7 @@ pub struct Deliverer {
     unrecorded: Arc<Semaphore>,
     recorder: Recorder,
     destinations: Destinations,
-    signing_keys: SigningKeys,
+    credentials: Credentials,
 }
 
 impl Deliverer {
@@ -72,8 +76,8 @@ impl Deliverer {
         let unrecorded = Arc::new(Semaphore::new(delivery.fresh_concurrency + delivery.retry_concurrency));
         let recorder = Recorder::spawn(pipeline.clone());
         let destinations = Destinations::new(allow_private);
-        let signing_keys = SigningKeys::new(pipeline.sealer.clone());
-        Deliverer { pipeline, client, unrecorded, recorder, destinations, signing_keys }
+        let credentials = Credentials::new(pipeline.sealer.clone());
+        Deliverer { pipeline, client, unrecorded, recorder, destinations, credentials }
     }
 
     /// Sends one message and records the attempt. The endpoint's permit and the
@@ -153,21 +157,57 @@ impl Deliverer {
             ids::id_bits(&msg.id).unwrap_or_else(ids::random_bytes),
         );
         let span = span_id(rand::random());
-        let Some(outgoing) = request::build(sub, &self.signing_keys, &event.payload, &msg.id, now, (&trace, span))
-        else {
+        let keys = self.credentials.of(sub, now);
+        let Some(outgoing) = request::build(sub, &keys, &event.payload, &msg.id, now, (&trace, span)) else {
             tracing::error!(message_id = %msg.id, event_id = %event.id, "the stored event cannot be rendered");
             let received = Received::failed(ErrorKind::Other, UNRENDERABLE);
             return Sent { request_headers: String::from("{}"), received, rendered: false, trace, span };
         };
-        let request_headers = headers_json(&outgoing.headers);
-        let received = match self.destinations.of(&sub.url) {
+        let (request_headers, received) = match keys.authorization() {
+            Authorization::OAuth2(oauth) => self.send_with_token(&sub.url, outgoing, oauth).await,
+            _ => (headers_json(&outgoing.headers), self.send_to(&sub.url, outgoing).await),
+        };
+        Sent { request_headers, received, rendered: true, trace, span }
+    }
+
+    async fn send_to(&self, url: &str, outgoing: Outgoing) -> Received {
+        match self.destinations.of(url) {
             Destination::Send(url) => send(&self.client, url, outgoing).await,
             Destination::Blocked => {
                 Received::failed(ErrorKind::BlockedTarget, "the URL is a private or reserved address")
             }
             Destination::Invalid(detail) => Received::failed(ErrorKind::Other, &detail),
+        }
+    }
+
+    /// Sends with an OAuth 2.0 token, all within the subscription's one deadline: the token (kept
+    /// or fetched), the request, and after a 401 a new token and the request once more, whose
+    /// answer is the attempt's. The request's headers as recorded come first.
+    async fn send_with_token(&self, url: &str, mut outgoing: Outgoing, oauth: &OAuthClient) -> (String, Received) {
+        let deadline = Instant::now() + outgoing.timeout;
+        let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        match oauth.bearer(&self.client, &self.destinations, left(), None).await {
+            Ok(token) => drop(outgoing.headers.insert(AUTHORIZATION, token)),
+            Err(detail) => return (headers_json(&outgoing.headers), Received::failed(ErrorKind::Auth, &detail)),
+        }
+        let request_headers = headers_json(&outgoing.headers);
+        outgoing.timeout = left();
+        let mut again =
+            Outgoing { headers: outgoing.headers.clone(), body: outgoing.body.clone(), timeout: outgoing.timeout };
+        let received = self.send_to(url, outgoing).await;
+        if received.status != Some(401) {
+            return (request_headers, received);
+        }
+        let refused = again.headers.get(AUTHORIZATION).cloned();
+        let received = match oauth.bearer(&self.client, &self.destinations, left(), refused.as_ref()).await {
+            Ok(token) => {
+                again.headers.insert(AUTHORIZATION, token);
+                again.timeout = left();
+                self.send_to(url, again).await
+            }
+            Err(detail) => Received::failed(ErrorKind::Auth, &detail),
         };
-        Sent { request_headers, received, rendered: true, trace, span }
+        (request_headers, received)
     }
 
     /// The receiver has answered: the lane's worker moves on to the next send while this attempt

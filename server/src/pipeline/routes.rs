@@ -220,6 +220,9 @@ mod tests {
             previous_secret: None,
             previous_secret_expires_at: None,
             filter: None,
+            headers: None,
+            auth: None,
+            signature: domain::states::SignatureScheme::V1,
             created_at: 0,
             updated_at: 0,
         }

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod console;
 pub mod customers;
+pub mod delivery_options;
 pub mod endpoint_health;
 pub mod endpoints;
 pub mod event_types;

@@ -9,16 +9,16 @@ use domain::policy::RetryPolicy;
 use domain::request::{
     EventTypes, FilterPreviewBody, FilterTestBody, FilterText, Integer, SubscriptionBody, SubscriptionPatch, Text,
 };
-use domain::signing::secret_from_bytes;
-use domain::states::{ContentMode, EndpointState, SubscriptionStatus};
+use domain::states::{ContentMode, EndpointState, SignatureScheme, SubscriptionStatus};
 use domain::target::TargetUrl;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
 use super::Services;
+use super::delivery_options::{self as options, ROTATION_OVERLAP_MS};
 use super::{Principal, Result, ServiceError, audit, views};
 use crate::clock::to_utc;
-use crate::ids::{self, random_bytes};
+use crate::ids;
 use crate::pipeline::Due;
 use crate::pipeline::operational::report_dead;
 use crate::secrets::Sealer;
@@ -29,8 +29,6 @@ use crate::store::subscriptions::policy_of;
 use crate::store::{customers, endpoints, events, messages, subscriptions};
 
 pub const DEFAULT_TIMEOUT_MS: i64 = 30_000;
-/// How long the previous secret keeps signing after a rotation.
-pub const ROTATION_OVERLAP_MS: i64 = 24 * 3600 * 1000;
 
 /// A private address is refused unless the settings allow it.
 fn check_target(services: &Services, url: Option<&TargetUrl>) -> Result<()> {
@@ -68,6 +66,7 @@ fn check_filter(filter: Option<&FilterText>) -> Result<()> {
 pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody) -> Result<dto::Subscription> {
     check_target(services, Some(&body.url))?;
     check_filter(body.filter.as_ref())?;
+    options::check_auth(services, body.auth.as_ref())?;
     let customer_id = who.customer_for_write(body.customer_id.as_deref())?;
     customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let url = body.url;
@@ -75,11 +74,9 @@ pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody
     let policy = body.retry_policy.unwrap_or_else(RetryPolicy::default_policy);
     let txn = services.db.begin().await?;
     let endpoint = endpoints::get_or_create(&txn, new_endpoint(services, &customer_id, &url)).await?;
-    let id: SubscriptionId = ids::new();
-    let secret = secret_from_bytes(random_bytes::<32>());
-    let row = subscription::Model {
-        secret: services.sealer.seal(&secret, &id),
-        id,
+    let mut row = subscription::Model {
+        secret: String::new(),
+        id: ids::new(),
         customer_id,
         name: body.name.0,
         url: url.as_str().to_string(),
@@ -92,17 +89,31 @@ pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody
         previous_secret: None,
         previous_secret_expires_at: None,
         filter: body.filter.map(|FilterText(text)| text),
+        headers: None,
+        auth: None,
+        signature: SignatureScheme::V1,
         created_at: now,
         updated_at: now,
     };
+    let secret = options::new_signing_secret(services, &mut row, body.signature.unwrap_or(SignatureScheme::V1), None);
+    options::set_headers(services, &mut row, body.headers.as_ref());
+    options::set_auth(services, &mut row, body.auth.as_ref());
     subscriptions::insert(&txn, row.clone()).await?;
     let mut detail = json!({"name": row.name, "url": row.url, "event_types": views::json_text(&row.event_types)});
     if let Some(filter) = &row.filter {
         detail["filter"] = json!(filter);
     }
+    if let Some(headers) = &body.headers {
+        detail["headers"] = options::audit_headers(Some(headers));
+    }
+    if let Some(auth) = &body.auth {
+        detail["auth"] = options::audit_auth(Some(auth));
+    }
+    detail["signature"] = json!(row.signature);
     audit::record(&txn, services, who, "subscription.create", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
-    Ok(views::subscription(row, Some(secret)))
+    let opened = views::OpenedSecrets { secret, headers: body.headers.unwrap_or_default(), auth: body.auth };
+    Ok(views::subscription(row, opened, true))
 }
 
 /// Tries a filter on an event, storing nothing: whether it matches, or why it failed on the event.
@@ -171,13 +182,13 @@ async fn visible(services: &Services, who: &Principal, id: &SubscriptionId) -> R
 }
 
 pub async fn get(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<dto::Subscription> {
-    with_secret(services, visible(services, who, id).await?)
+    view(services, visible(services, who, id).await?, true)
 }
 
-/// The subscription as its owner sees it, with its current secret opened.
-fn with_secret(services: &Services, row: subscription::Model) -> Result<dto::Subscription> {
-    let secret = services.sealer.open(&row.secret, &row.id)?;
-    Ok(views::subscription(row, Some(secret)))
+/// The subscription as its owner sees it: with `full`, its `v1` secret and its headers' values.
+fn view(services: &Services, row: subscription::Model, full: bool) -> Result<dto::Subscription> {
+    let opened = options::open(services, &row)?;
+    Ok(views::subscription(row, opened, full))
 }
 
 pub async fn list(
@@ -188,7 +199,8 @@ pub async fn list(
 ) -> Result<dto::Page<dto::Subscription>> {
     let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_ref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    Ok(dto::Page::of(rows.into_iter().map(|r| views::subscription(r, None)).collect(), next_cursor))
+    let views = rows.into_iter().map(|row| view(services, row, false)).collect::<Result<_>>()?;
+    Ok(dto::Page::of(views, next_cursor))
 }
 
 pub async fn update(
@@ -199,6 +211,7 @@ pub async fn update(
 ) -> Result<dto::Subscription> {
     check_target(services, patch.url.as_ref())?;
     check_filter(patch.filter.as_ref().and_then(Option::as_ref))?;
+    options::check_auth(services, patch.auth.as_ref().and_then(Option::as_ref))?;
     let detail = changed_fields(&patch);
     let mut row = visible(services, who, id).await?;
     let mut due = Due::nothing();
@@ -235,6 +248,16 @@ pub async fn update(
     if let Some(filter) = patch.filter {
         row.filter = filter.map(|FilterText(text)| text);
     }
+    if let Some(headers) = &patch.headers {
+        options::set_headers(services, &mut row, headers.as_ref());
+    }
+    if let Some(auth) = &patch.auth {
+        options::set_auth(services, &mut row, auth.as_ref());
+    }
+    if let Some(scheme) = patch.signature.filter(|scheme| *scheme != row.signature) {
+        // A change of scheme is a rotation: the receiver has a day to take the new key.
+        options::new_signing_secret(services, &mut row, scheme, Some(services.now_ms()));
+    }
     row.updated_at = services.now_ms();
     subscriptions::update(&txn, row.clone()).await?;
     let resumed = was_paused && row.status == SubscriptionStatus::Active;
@@ -248,7 +271,7 @@ pub async fn update(
     }
     audit::record(&txn, services, who, "subscription.update", &row.id, Some(&row.customer_id), detail).await?;
     services.pipeline.commit_and_wake(txn, due).await?;
-    with_secret(services, row)
+    view(services, row, true)
 }
 
 /// The fields a change names, with their new values (the URL's, not a secret), for its audit row.
@@ -267,6 +290,9 @@ fn changed_fields(patch: &SubscriptionPatch) -> Value {
     set("content_mode", patch.content_mode.map(|mode| json!(mode)));
     set("status", patch.status.map(|status| json!(status)));
     set("filter", patch.filter.as_ref().map(|filter| json!(filter.as_ref().map(|FilterText(text)| text))));
+    set("headers", patch.headers.as_ref().map(|headers| options::audit_headers(headers.as_ref())));
+    set("auth", patch.auth.as_ref().map(|auth| options::audit_auth(auth.as_ref())));
+    set("signature", patch.signature.map(|scheme| json!(scheme)));
     Value::Object(fields)
 }
 
@@ -285,13 +311,13 @@ pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -
     Ok(())
 }
 
-/// A new secret; the previous one keeps signing for 24 hours so receivers can switch.
+/// A new secret (or key pair, with `v1a`); the previous one keeps signing for 24 hours so
+/// receivers can switch.
 pub async fn rotate_secret(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<dto::Subscription> {
     let mut row = visible(services, who, id).await?;
     let now = services.now_ms();
-    let secret = secret_from_bytes(random_bytes::<32>());
-    row.previous_secret = Some(std::mem::replace(&mut row.secret, services.sealer.seal(&secret, &row.id)));
-    row.previous_secret_expires_at = Some(now + ROTATION_OVERLAP_MS);
+    let scheme = row.signature;
+    options::new_signing_secret(services, &mut row, scheme, Some(now));
     row.updated_at = now;
     let txn = services.db.begin().await?;
     subscriptions::update(&txn, row.clone()).await?;
@@ -299,7 +325,7 @@ pub async fn rotate_secret(services: &Services, who: &Principal, id: &Subscripti
         json!({"name": row.name, "previous_secret_valid_until": crate::clock::to_utc(now + ROTATION_OVERLAP_MS)});
     audit::record(&txn, services, who, "subscription.rotate_secret", &row.id, Some(&row.customer_id), detail).await?;
     txn.commit().await?;
-    Ok(views::subscription(row, Some(secret)))
+    view(services, row, true)
 }
 
 /// Seals any secret still stored in plaintext (written before secrets were sealed at rest).

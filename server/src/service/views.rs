@@ -2,6 +2,9 @@
 
 use domain::breaker::Window;
 use domain::dto;
+use domain::request::{DeliveryAuth, ExtraHeaders};
+use domain::signing::public_key;
+use domain::states::SignatureScheme;
 use serde_json::Value;
 
 use crate::clock::to_utc;
@@ -22,8 +25,29 @@ pub fn customer(row: customer::Model) -> dto::Customer {
     dto::Customer { id: row.id.into(), name: row.name, created_at: to_utc(row.created_at) }
 }
 
-/// A subscription; `secret` is the opened signing secret, shown only to its owner's single reads.
-pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Subscription {
+/// A subscription's secrets as opened for its view.
+pub struct OpenedSecrets {
+    /// The current signing secret, opened.
+    pub secret: String,
+    pub headers: ExtraHeaders,
+    pub auth: Option<DeliveryAuth>,
+}
+
+/// A subscription. `full` for its owner's single reads: the `v1` secret and the headers' values
+/// are shown only then; never the credentials' secrets or a `v1a` secret key.
+pub fn subscription(row: subscription::Model, opened: OpenedSecrets, full: bool) -> dto::Subscription {
+    let auth = opened.auth.map(|auth| {
+        let public = auth.public_json();
+        let text = |key: &str| public[key].as_str().map(str::to_string);
+        dto::AuthView {
+            kind: auth.kind().to_string(),
+            username: text("username"),
+            token_url: text("token_url"),
+            client_id: text("client_id"),
+            scope: text("scope"),
+        }
+    });
+    let headers = opened.headers.0;
     dto::Subscription {
         id: row.id.into(),
         customer_id: row.customer_id.into(),
@@ -35,10 +59,15 @@ pub fn subscription(row: subscription::Model, secret: Option<String>) -> dto::Su
         content_mode: row.content_mode,
         status: row.status,
         filter: row.filter,
+        header_names: headers.iter().map(|(name, _)| name.clone()).collect(),
+        headers: full.then(|| headers.into_iter().collect()),
+        auth,
+        signature: row.signature,
+        public_key: public_key(&opened.secret),
         endpoint_id: row.endpoint_id.into(),
         created_at: to_utc(row.created_at),
         updated_at: to_utc(row.updated_at),
-        secret,
+        secret: (full && row.signature == SignatureScheme::V1).then_some(opened.secret),
     }
 }
 

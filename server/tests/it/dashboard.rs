@@ -639,3 +639,54 @@ async fn the_subscription_page_sends_a_catalog_example_to_it_alone() {
         app.get(&format!("/api/v1/messages?subscription_id={}", other["id"].as_str().unwrap()), &key).await;
     assert!(theirs["data"].as_array().unwrap().is_empty(), "the other subscription got nothing");
 }
+
+#[tokio::test]
+async fn the_delivery_form_sets_headers_credentials_and_signature_without_showing_a_secret() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    let (_, bob_key) = customer_user(&app, "globex", "bob").await;
+    let new = json!({"name": "s", "url": "http://127.0.0.1:9/o", "event_types": ["*"]});
+    let sub = app.subscribe(&key, new.clone()).await;
+    let bobs = app.subscribe(&bob_key, new).await;
+    let id = sub["id"].as_str().unwrap().to_string();
+    let page = format!("/subscriptions/{id}");
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let form = [
+        ("id", id.as_str()),
+        ("headers", "X-Api-Key: key-sekret\nX-Tenant: t1"),
+        ("signature", "v1a"),
+        ("auth_kind", "bearer"),
+        ("auth_token", "tok-sekret"),
+    ];
+    let (status, location) = alice.submit(&page, "update_delivery", &form, None).await;
+    assert_eq!((status, location.as_deref()), (302, Some(format!("{page}?saved=1#delivery").as_str())));
+    let (_, sub) = app.get(&format!("/api/v1/subscriptions/{id}"), &key).await;
+    assert_eq!(
+        (sub["header_names"].clone(), sub["auth"]["kind"].as_str()),
+        (json!(["X-Api-Key", "X-Tenant"]), Some("bearer"))
+    );
+    let html = alice.get(&page).await.1;
+    assert!(html.contains(sub["public_key"].as_str().unwrap()), "the page shows the public key: {html}");
+    assert!(html.contains("X-Api-Key, X-Tenant") && html.contains(">bearer<"), "{html}");
+    assert!(!html.contains("tok-sekret"), "a credential is never shown back: {html}");
+
+    // "keep" leaves the credentials, "none" removes them; an empty headers field removes them too.
+    let keep = [("id", id.as_str()), ("headers", ""), ("signature", "v1a"), ("auth_kind", "keep")];
+    assert_eq!(alice.submit(&page, "update_delivery", &keep, None).await.0, 302);
+    let (_, kept) = app.get(&format!("/api/v1/subscriptions/{id}"), &key).await;
+    assert_eq!((kept["header_names"].clone(), kept["auth"]["kind"].as_str()), (json!([]), Some("bearer")));
+    let bad = [("id", id.as_str()), ("headers", "Authorization: x"), ("auth_kind", "none")];
+    let (_, location) = alice.submit(&page, "update_delivery", &bad, None).await;
+    assert!(location.unwrap().contains("__err"), "a reserved header is refused");
+    let none = [("id", id.as_str()), ("auth_kind", "none")];
+    assert_eq!(alice.submit(&page, "update_delivery", &none, None).await.0, 302);
+    assert_eq!(app.get(&format!("/api/v1/subscriptions/{id}"), &key).await.1["auth"], json!(null));
+
+    let mut bob = Browser::new(&app);
+    bob.login("bob", "password-123").await;
+    let bobs_page = format!("/subscriptions/{}", bobs["id"].as_str().unwrap());
+    let (_, location) = bob.submit(&bobs_page, "update_delivery", &form, None).await;
+    assert!(location.unwrap().contains("__err"), "another customer's subscription is not changed");
+    assert_eq!(app.get(&format!("/api/v1/subscriptions/{id}"), &key).await.1["header_names"], json!([]));
+}

@@ -9,6 +9,7 @@ mod catalog;
 mod counts;
 mod dashboard;
 mod delivery;
+mod delivery_options;
 mod filters;
 mod fuzz_cursor;
 mod fuzz_event_batch;

@@ -7,6 +7,7 @@ mod events;
 mod login;
 mod messages;
 mod overview;
+mod subscription_delivery;
 mod subscriptions;
 
 pub use admin::{AuditPage, CustomersPage};

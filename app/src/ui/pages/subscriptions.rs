@@ -1,7 +1,10 @@
 use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
-use crate::ui::components::{Badge, CustomerField, Frame, NextPage, Notice, action_error, load_error, span_text, time};
+use super::subscription_delivery::{DeliveryForm, delivery_facts};
+use crate::ui::components::{
+    Badge, CustomerField, Frame, NextPage, Notice, SelectField, action_error, load_error, span_text, time,
+};
 use crate::ui::server_fns::{
     CreateSubscription, RotateSecret, SendExample, SendTestEvent, SetSubscriptionStatus, UpdateSubscription,
     get_event_types, get_filter_preview, get_schedule, get_subscription, get_subscriptions,
@@ -142,12 +145,8 @@ fn SubscriptionFields(values: FormValues) -> impl IntoView {
             <input name="retry_policy" value=retry_policy/>
         </label>
         <label>"Timeout (ms, 1000 to 60000)" <input name="timeout_ms" type="number" min="1000" max="60000" value=timeout_ms/></label>
-        <label>"Content mode"
-            <select name="content_mode">
-                <option value="structured" selected=!binary>"structured"</option>
-                <option value="binary" selected=binary>"binary"</option>
-            </select>
-        </label>
+        <SelectField label="Content mode" name="content_mode" options=vec![("structured", "structured"), ("binary", "binary")]
+            selected=if binary { "binary" } else { "structured" }/>
         <label>"Filter (optional): a CEL expression over the event, message, that must be true for it to be delivered, such as message.source.startsWith(\"/shop/eu\") && message.data.total > 100"
             <textarea name="filter" rows="3" maxlength="4096" spellcheck="false">{filter}</textarea>
         </label>
@@ -320,12 +319,13 @@ fn detail(
     let paused = s.status == SubscriptionStatus::Paused;
     let (id_status, id_rotate, id_test, id_edit) = (s.id.clone(), s.id.clone(), s.id.clone(), s.id.clone());
     let id_filter = Some(s.id.clone());
+    let delivery = s.clone();
     view! {
         <dl class="facts">
             <dt>"Name"</dt><dd>{s.name.clone()}</dd>
             <dt>"Status"</dt><dd><Badge text=s.status.as_str().to_string()/></dd>
             <dt>"Id"</dt><dd><code>{s.id.clone()}</code></dd>
-            <dt>"Signing secret"</dt><dd><code class="secret">{s.secret.clone().unwrap_or_default()}</code></dd>
+            {delivery_facts(&s)}
             <dt>"Retry policy"</dt><dd><code>{s.retry_policy.to_string()}</code></dd>
             <dt>"Filter"</dt><dd>{match s.filter.clone() {
                 Some(filter) => view! { <code>{filter}</code> }.into_any(),
@@ -367,6 +367,7 @@ fn detail(
         </ActionForm>
         <PreviewedSchedule/>
         <FilterPreview subscription_id=id_filter/>
+        <DeliveryForm s=delivery/>
     }
 }
 

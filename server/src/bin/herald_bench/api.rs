@@ -11,6 +11,8 @@ pub struct Api {
     pub token: String,
     /// The CEL filter every new subscription gets (`--filter`).
     pub filter: Option<String>,
+    /// Fields every new subscription gets besides (`--subscription`).
+    pub extra: serde_json::Map<String, Value>,
 }
 
 async fn call(req: reqwest::RequestBuilder, what: &str) -> Result<Value> {
@@ -44,7 +46,13 @@ impl Api {
             "create API key",
         )
         .await?;
-        Ok(Api { client, base: base.to_owned(), token: string(&key, "token", "create API key")?, filter: None })
+        Ok(Api {
+            client,
+            base: base.to_owned(),
+            token: string(&key, "token", "create API key")?,
+            filter: None,
+            extra: Default::default(),
+        })
     }
 
     /// A subscription to one event type, retried 1 s, 2 s, 4 s… up to 60 s apart.
@@ -74,6 +82,7 @@ impl Api {
         if let Some(filter) = &self.filter {
             body["filter"] = json!(filter);
         }
+        body.as_object_mut().expect("an object").extend(self.extra.clone());
         let req = self.client.post(format!("{}/api/v1/subscriptions", self.base)).bearer_auth(&self.token).json(&body);
         string(&call(req, "create subscription").await?, "id", "create subscription")
     }

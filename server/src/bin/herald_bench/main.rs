@@ -85,6 +85,10 @@ pub struct Opts {
     /// event's data is checked against.
     #[arg(long)]
     pub schema: bool,
+    /// Fields every subscription gets besides, as a JSON object, such as
+    /// `{"signature":"v1a"}` or `{"headers":{"X-A":"1"},"auth":{"kind":"bearer","token":"t"}}`.
+    #[arg(long, value_parser = subscription_fields)]
+    pub subscription: Option<serde_json::Map<String, serde_json::Value>>,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "bench-results.json")]
     pub json: PathBuf,
@@ -126,6 +130,14 @@ pub struct Opts {
     /// starts: herald is restarted to remove it, sweeping every second, during the run.
     #[arg(long, default_value_t = 0)]
     pub preload_expired: u8,
+}
+
+/// `--subscription`: a JSON object.
+fn subscription_fields(text: &str) -> std::result::Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(fields)) => Ok(fields),
+        _ => Err("must be a JSON object of subscription fields".into()),
+    }
 }
 
 fn main() -> std::process::ExitCode {

@@ -115,6 +115,7 @@ async fn drive(
 ) -> Result<Row> {
     let mut api = Api::new_customer(client.clone(), &herald.base, &herald.admin_token).await?;
     api.filter = opts.filter.clone();
+    api.extra = opts.subscription.clone().unwrap_or_default();
     if opts.schema {
         api.catalog_with_schema(MAIN_TYPE).await?;
     }

@@ -6,8 +6,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use domain::request::MASK;
 use domain::states::ErrorKind;
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::redirect::Policy;
 use serde::Serialize;
 use url::Url;
@@ -65,13 +66,21 @@ impl Received {
 }
 
 /// Headers as the attempt's record keeps them: a JSON object, names in order, the last value of
-/// a repeated name, a value that is not UTF-8 read lossily.
+/// a repeated name, a value that is not UTF-8 read lossily, and a sensitive one (a credential, an
+/// extra header's value) masked.
 pub fn headers_json(headers: &HeaderMap) -> String {
-    let mut pairs: Vec<(&str, Cow<str>)> =
-        headers.iter().map(|(name, value)| (name.as_str(), String::from_utf8_lossy(value.as_bytes()))).collect();
+    let mut pairs: Vec<(&str, Cow<str>)> = headers.iter().map(|(name, value)| (name.as_str(), shown(value))).collect();
     // Stable: a repeated name's values keep their order, and the last of them is written.
     pairs.sort_by(|a, b| a.0.cmp(b.0));
     serde_json::to_string(&JsonObject(&pairs)).expect("strings serialize to JSON")
+}
+
+/// A header's value as recorded: masked when it is sensitive.
+fn shown(value: &HeaderValue) -> Cow<'_, str> {
+    match value.is_sensitive() {
+        true => Cow::Borrowed(MASK),
+        false => String::from_utf8_lossy(value.as_bytes()),
+    }
 }
 
 /// Pairs sorted by name, written as an object; a pair whose name the next pair repeats is skipped.
@@ -168,13 +177,18 @@ mod tests {
 
     #[test]
     fn headers_are_kept_as_a_json_object_in_name_order_with_the_last_of_a_repeated_name() {
-        use reqwest::header::HeaderValue;
         let mut headers = HeaderMap::new();
         headers.insert("x-b", HeaderValue::from_static("2"));
         headers.append("x-a", HeaderValue::from_static("first"));
         headers.append("x-a", HeaderValue::from_static("last"));
         headers.insert("x-c", HeaderValue::from_bytes(b"caf\xe9").unwrap());
-        assert_eq!(headers_json(&headers), "{\"x-a\":\"last\",\"x-b\":\"2\",\"x-c\":\"caf\u{FFFD}\"}");
+        let mut secret = HeaderValue::from_static("Bearer t0k");
+        secret.set_sensitive(true);
+        headers.insert("authorization", secret);
+        assert_eq!(
+            headers_json(&headers),
+            "{\"authorization\":\"•••\",\"x-a\":\"last\",\"x-b\":\"2\",\"x-c\":\"caf\u{FFFD}\"}"
+        );
         assert_eq!(headers_json(&HeaderMap::new()), "{}");
     }
 

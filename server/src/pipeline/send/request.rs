@@ -1,5 +1,6 @@
 //! The request Herald sends (README, "What a receiver gets"): the CloudEvent in the subscription's
-//! content mode, and the Standard Webhooks headers.
+//! content mode, the Standard Webhooks headers, and the subscription's extra headers and
+//! credentials (an OAuth 2.0 token is added by the delivery, which may have to fetch it).
 
 use std::time::Duration;
 
@@ -7,10 +8,10 @@ use domain::event::CloudEvent;
 use domain::signing::signature_header;
 use domain::states::ContentMode;
 use domain::trace::MessageTrace;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
+use super::credentials::{Authorization, Keys};
 use super::http::Outgoing;
-use super::signing_keys::SigningKeys;
 use crate::store::entities::subscription;
 
 static WEBHOOK_ID: HeaderName = HeaderName::from_static("webhook-id");
@@ -24,13 +25,13 @@ static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 /// header can carry (the publish refuses both).
 pub fn build(
     sub: &subscription::Model,
-    keys: &SigningKeys,
+    keys: &Keys,
     payload: &str,
     message_id: &str,
     now_ms: i64,
     (trace, span_id): (&MessageTrace, [u8; 8]),
 ) -> Option<Outgoing> {
-    let mut headers = HeaderMap::with_capacity(10);
+    let mut headers = HeaderMap::with_capacity(10 + keys.headers().len());
     let body = match sub.content_mode {
         ContentMode::Binary => {
             let event = serde_json::from_str(payload).ok().and_then(CloudEvent::from_stored)?;
@@ -51,13 +52,20 @@ pub fn build(
         }
     };
     let timestamp = now_ms.div_euclid(1000);
-    let signature = signature_header(keys.of(sub, now_ms).iter(), message_id, timestamp, &body);
+    let signature = signature_header(keys.iter(), message_id, timestamp, &body);
     headers.insert(WEBHOOK_ID.clone(), HeaderValue::from_str(message_id).ok()?);
     headers.insert(WEBHOOK_TIMESTAMP.clone(), HeaderValue::from(timestamp));
     headers.insert(WEBHOOK_SIGNATURE.clone(), HeaderValue::try_from(signature).ok()?);
     headers.insert(TRACEPARENT.clone(), HeaderValue::try_from(trace.traceparent(span_id)).ok()?);
     if let Some(state) = &trace.state {
         headers.insert(TRACESTATE.clone(), HeaderValue::try_from(state.as_str()).ok()?);
+    }
+    // Their names are none of the above (the subscription's rules refuse those).
+    for (name, value) in keys.headers() {
+        headers.insert(name.clone(), value.clone());
+    }
+    if let Authorization::Header(value) = keys.authorization() {
+        headers.insert(AUTHORIZATION, value.clone());
     }
     Some(Outgoing { headers, body, timeout: Duration::from_millis(sub.timeout_ms.max(1) as u64) })
 }

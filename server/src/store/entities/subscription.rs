@@ -1,5 +1,5 @@
 use domain::ids::{CustomerId, EndpointId, SubscriptionId};
-use domain::states::{ContentMode, SubscriptionStatus};
+use domain::states::{ContentMode, SignatureScheme, SubscriptionStatus};
 use sea_orm::entity::prelude::*;
 
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -21,6 +21,12 @@ pub struct Model {
     pub previous_secret_expires_at: Option<i64>,
     /// A CEL expression the event must satisfy (see `domain::filter`).
     pub filter: Option<String>,
+    /// The extra request headers, sealed as one JSON object (see `subscription_secrets`).
+    pub headers: Option<String>,
+    /// The receiver's credentials, sealed as one JSON object (see `subscription_secrets`).
+    pub auth: Option<String>,
+    /// The scheme `secret` signs with.
+    pub signature: SignatureScheme,
     pub created_at: i64,
     pub updated_at: i64,
 }
