@@ -95,6 +95,7 @@ async fn the_counts_kept_equal_the_tables_after_every_change() {
     app.subscribe(&key, json!({"name": "no", "url": refusing.url, "event_types": ["t"], "retry_policy": once})).await;
     app.subscribe(&key, json!({"name": "ops", "url": ok.url, "event_types": ["herald.message.dead"]})).await;
     app.subscribe(&other_key, json!({"name": "ok", "url": ok.url, "event_types": ["*"]})).await;
+    app.catch_up_with_real_time();
     let t0 = app.now_ms();
     assert_eq!(app.publish_batch(&key, 5).await, 202);
     assert_eq!(app.publish_batch(&other_key, 3).await, 202);

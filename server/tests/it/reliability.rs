@@ -631,6 +631,7 @@ async fn history_past_its_retention_is_removed_while_open_messages_and_their_eve
     let tomorrow = json!({"kind": "schedule", "delays_secs": [86400], "max_attempts": 5, "ttl_secs": 604800});
     app.subscribe(&key, json!({"name": "b", "url": failing.url, "event_types": ["b"], "retry_policy": tomorrow})).await;
     failing.answer(503);
+    app.catch_up_with_real_time();
     let delivered = app.publish(&key, "e1", "a").await["message_ids"][0].as_str().unwrap().to_string();
     let waiting = app.publish(&key, "e2", "b").await["message_ids"][0].as_str().unwrap().to_string();
     assert_eq!(app.deliver_fresh().await, 2);
@@ -668,6 +669,7 @@ async fn a_message_kept_longer_than_its_event_is_listed_but_cannot_be_replayed()
     let once = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 1});
     app.subscribe(&key, json!({"name": "a", "url": rx.url, "event_types": ["a"], "retry_policy": once})).await;
     rx.answer(503);
+    app.catch_up_with_real_time();
     let id = app.publish(&key, "e1", "a").await["message_ids"][0].as_str().unwrap().to_string();
     app.deliver_fresh().await;
     app.advance_secs(61.0);
