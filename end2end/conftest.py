@@ -134,6 +134,24 @@ def spawn_herald(request: pytest.FixtureRequest, fresh_database: TestDatabase) -
             server.stop()
 
 
+TwoProcesses = Callable[[str], tuple[HeraldServer, HeraldServer]]
+
+
+@pytest.fixture
+def two_processes(spawn_herald: SpawnHerald, fresh_database: TestDatabase) -> TwoProcesses:
+    """`two_processes(name)`: two `herald serve` processes sharing this test's own PostgreSQL
+    database, the second started after the first has migrated it; the test is skipped on SQLite,
+    which one process owns."""
+
+    def start(name: str) -> tuple[HeraldServer, HeraldServer]:
+        if fresh_database.kind != "postgres":
+            pytest.skip("several processes share a PostgreSQL database only")
+        first = spawn_herald(f"{name}-a")
+        return first, spawn_herald(f"{name}-b")
+
+    return start
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     db = os.environ.get("TEST_DATABASE_URL") or "(unset: SQLite)"
     if "@" in db:  # hide any password in the URL

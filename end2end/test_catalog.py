@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import requests
 
-from conftest import SpawnHerald
-from harness import ApiClient, HeraldServer, Tenant, TestDatabase, describe, unique
+from conftest import TwoProcesses
+from harness import ApiClient, HeraldServer, Tenant, describe, unique
 from webhook_receiver import Receiver
 
 TYPES = "/api/v1/event-types"
@@ -317,12 +317,9 @@ def test_a_schema_change_applies_to_the_next_publish(tenant: Tenant) -> None:
 
 
 def test_a_schema_changed_through_one_process_applies_to_the_next_publish_through_another(
-    spawn_herald: SpawnHerald, fresh_database: TestDatabase
+    two_processes: TwoProcesses,
 ) -> None:
-    if fresh_database.kind != "postgres":
-        pytest.skip("several processes share a PostgreSQL database only")
-    a = spawn_herald("catalog-a")
-    b = spawn_herald("catalog-b")  # after A has migrated the database
+    a, b = two_processes("catalog")
     tenant = a.new_tenant("catalog-two")
     check_changes_apply_at_once(tenant.client, b.client(tenant.api_key["token"]))
 

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 import requests
 
-from conftest import SpawnHerald
-from harness import ApiClient, HeraldServer, Tenant, TestDatabase, describe, exponential, unique, wait_until
+from conftest import TwoProcesses
+from harness import ApiClient, HeraldServer, Tenant, describe, exponential, unique, wait_until
 from webhook_receiver import Receiver
 
 MAX_FILTER_BYTES = 4096
@@ -410,12 +410,9 @@ def test_a_patched_filter_routes_the_next_publish(tenant: Tenant, receiver: Rece
 
 
 def test_a_filter_patched_through_one_process_routes_the_next_publish_through_another(
-    spawn_herald: SpawnHerald, fresh_database: TestDatabase, receiver: Receiver
+    two_processes: TwoProcesses, receiver: Receiver
 ) -> None:
-    if fresh_database.kind != "postgres":
-        pytest.skip("several processes share a PostgreSQL database only")
-    a = spawn_herald("filters-a")
-    b = spawn_herald("filters-b")  # after A has migrated the database
+    a, b = two_processes("filters")
     tenant = a.new_tenant("filters-two")
     check_changes_take_effect_at_once(tenant.client, b.client(tenant.api_key["token"]), tenant, receiver)
 

@@ -154,6 +154,9 @@ pub struct Subscription {
     /// `v1` (HMAC-SHA256 with `secret`) or `v1a` (Ed25519, verified with `public_key`).
     #[serde(default = "default_signature")]
     pub signature: SignatureScheme,
+    /// At most this many attempts a second to the endpoint; `null` when unpaced.
+    #[serde(default)]
+    pub rate_limit_per_sec: Option<u32>,
     /// With `v1a`: the Ed25519 public key (`whpk_` and the base64 of 32 bytes) a receiver
     /// verifies signatures with.
     #[serde(skip_serializing_if = "Option::is_none", default)]

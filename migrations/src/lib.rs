@@ -22,6 +22,7 @@ mod m0015_counts;
 mod m0016_subscription_filter;
 mod m0017_event_types;
 mod m0018_delivery_options;
+mod m0019_subscription_pace;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_subscription_filter::Migration),
             Box::new(m0017_event_types::Migration),
             Box::new(m0018_delivery_options::Migration),
+            Box::new(m0019_subscription_pace::Migration),
         ]
     }
 }

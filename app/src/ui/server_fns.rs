@@ -297,8 +297,9 @@ pub async fn get_filter_preview(
 
 /// The subscription form's fields, by the names of the REST API's body. The filter's text is sent
 /// even when empty: the form's empty filter removes it (a form without the field keeps it).
-fn subscription_form(fields: SubscriptionForm) -> [(&'static str, Option<String>); 7] {
-    let SubscriptionForm { name, url, event_types, retry_policy, timeout_ms, content_mode, filter } = fields;
+fn subscription_form(fields: SubscriptionForm) -> [(&'static str, Option<String>); 8] {
+    let SubscriptionForm { name, url, event_types, retry_policy, timeout_ms, content_mode, filter, rate_limit_per_sec } =
+        fields;
     [
         ("name", text(name)),
         ("url", text(url)),
@@ -307,6 +308,8 @@ fn subscription_form(fields: SubscriptionForm) -> [(&'static str, Option<String>
         ("timeout_ms", text(timeout_ms)),
         ("content_mode", text(content_mode)),
         ("filter", filter),
+        // Blank removes the pace.
+        ("rate_limit_per_sec", Some(rate_limit_per_sec.unwrap_or_default())),
     ]
 }
 
@@ -320,6 +323,7 @@ pub struct SubscriptionForm {
     timeout_ms: Option<String>,
     content_mode: Option<String>,
     filter: Option<String>,
+    rate_limit_per_sec: Option<String>,
 }
 
 #[server]

@@ -175,7 +175,10 @@ request_body! {
         /// `v1` (HMAC-SHA256 with the `whsec_` secret, the default) or `v1a` (Ed25519: the receiver
         /// verifies with `public_key`). A change of scheme is a rotation: the previous key keeps
         /// signing for 24 hours.
-        optional signature: SignatureScheme;
+        optional signature: SignatureScheme,
+        /// At most this many attempts a second to the subscription's endpoint (1 to 10000); messages
+        /// beyond it wait their turn without spending an attempt. `null` removes the pace.
+        clearable rate_limit_per_sec: Integer<1, 10000>;
         optional customer_id: CustomerId,
     }
 }

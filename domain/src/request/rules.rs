@@ -83,7 +83,11 @@ impl<const MIN: i64, const MAX: i64> FieldRule for Integer<MIN, MAX> {
         }
     }
 
+    /// A blank field is `null`: nothing, or, where `null` clears the field, no number.
     fn form_value(text: &str) -> Value {
+        if text.trim().is_empty() {
+            return Value::Null;
+        }
         text.trim().parse::<i64>().map(Value::from).unwrap_or_else(|_| Value::String(text.to_string()))
     }
 

@@ -56,6 +56,11 @@ pub async fn run(db: DatabaseConnection, pipeline: Pipeline, mut shutdown: watch
         {
             health.failed("taking back the leases of silent processes", &e);
         }
+        // Paced endpoints' turns are shared among the processes alive.
+        match processes::alive(&db, now - SILENT_MS).await {
+            Ok(alive) => pipeline.paces.shared_by(alive as usize),
+            Err(e) => health.failed("counting the processes alive", &e),
+        }
     }
 }
 

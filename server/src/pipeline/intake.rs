@@ -359,7 +359,8 @@ fn reserve(
             // Not a message its subscription's pause holds.
             let due = msg.next_attempt_at != Some(PAUSED);
             let open = sub.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
-            open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
+            let paced = sub.subscription.rate_limit_per_sec.is_some();
+            open.and_then(|endpoint| lease(parts, endpoint, (msg, paced), now, token))
         })
         .collect()
 }
@@ -452,11 +453,11 @@ fn answer(entries: Vec<Result<Vec<Entry>>>, stored: &[Result<PublishedEvent>]) -
 fn lease(
     parts: &IntakeContext,
     endpoint: &endpoint::Model,
-    msg: &mut message::Model,
+    (msg, paced): (&mut message::Model, bool),
     now: i64,
     token: i64,
 ) -> Option<Reservation> {
-    let reserved = parts.handoff.reserve(&endpoint.id)?;
+    let reserved = parts.handoff.reserve(&endpoint.id, paced)?;
     msg.state = MessageState::Delivering;
     msg.next_attempt_at = Some(now + parts.lease_ms);
     msg.lease_token = Some(token);

@@ -15,6 +15,7 @@
 mod batch_slots;
 mod decide;
 mod deliver;
+pub mod endpoint_paces;
 pub mod endpoint_permits;
 pub mod gauges;
 mod group_commit;
@@ -45,6 +46,7 @@ use crate::secrets::Sealer;
 use crate::store::health::DatabaseHealth;
 pub use crate::store::messages::Lane;
 use crate::store::notify;
+use endpoint_paces::EndpointPaces;
 use handoff::Handoff;
 use intake::Intake;
 pub use lanes::Lanes;
@@ -98,6 +100,8 @@ pub struct Parts {
     pub spans: Option<Arc<Spans>>,
     /// The gauges' latest messages by state.
     pub gauges: Arc<gauges::Latest>,
+    /// Each paced endpoint's next turn, shared by both lanes.
+    pub paces: EndpointPaces,
     intake: Intake,
 }
 
@@ -149,8 +153,9 @@ impl Pipeline {
             process,
             spans: spans.clone(),
         });
-        let gauges = Arc::default();
-        Pipeline(Arc::new(Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, gauges, intake }))
+        let (gauges, paces) = (Arc::default(), EndpointPaces::default());
+        let parts = Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, gauges, paces, intake };
+        Pipeline(Arc::new(parts))
     }
 
     pub fn now_ms(&self) -> i64 {

@@ -223,6 +223,7 @@ mod tests {
             headers: None,
             auth: None,
             signature: domain::states::SignatureScheme::V1,
+            rate_limit_per_sec: None,
             created_at: 0,
             updated_at: 0,
         }

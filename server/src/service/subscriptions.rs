@@ -92,6 +92,7 @@ pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody
         headers: None,
         auth: None,
         signature: SignatureScheme::V1,
+        rate_limit_per_sec: body.rate_limit_per_sec.map(|Integer(n)| n as i32),
         created_at: now,
         updated_at: now,
     };
@@ -254,6 +255,9 @@ pub async fn update(
     if let Some(auth) = &patch.auth {
         options::set_auth(services, &mut row, auth.as_ref());
     }
+    if let Some(rate) = patch.rate_limit_per_sec {
+        row.rate_limit_per_sec = rate.map(|Integer(n)| n as i32);
+    }
     if let Some(scheme) = patch.signature.filter(|scheme| *scheme != row.signature) {
         // A change of scheme is a rotation: the receiver has a day to take the new key.
         options::new_signing_secret(services, &mut row, scheme, Some(services.now_ms()));
@@ -293,6 +297,7 @@ fn changed_fields(patch: &SubscriptionPatch) -> Value {
     set("headers", patch.headers.as_ref().map(|headers| options::audit_headers(headers.as_ref())));
     set("auth", patch.auth.as_ref().map(|auth| options::audit_auth(auth.as_ref())));
     set("signature", patch.signature.map(|scheme| json!(scheme)));
+    set("rate_limit_per_sec", patch.rate_limit_per_sec.map(|rate| json!(rate.map(|Integer(n)| n))));
     Value::Object(fields)
 }
 

@@ -63,6 +63,7 @@ pub fn subscription(row: subscription::Model, opened: OpenedSecrets, full: bool)
         headers: full.then(|| headers.into_iter().collect()),
         auth,
         signature: row.signature,
+        rate_limit_per_sec: row.rate_limit_per_sec.map(|n| n as u32),
         public_key: public_key(&opened.secret),
         endpoint_id: row.endpoint_id.into(),
         created_at: to_utc(row.created_at),

@@ -51,6 +51,11 @@ pub async fn silent(db: &impl ConnectionTrait, silent_since_ms: i64) -> Result<V
         .await
 }
 
+/// How many processes have beaten since `since_ms`: those alive.
+pub async fn alive(db: &impl ConnectionTrait, since_ms: i64) -> Result<u64, DbErr> {
+    sea_orm::PaginatorTrait::count(Processes::find().filter(Column::HeartbeatAt.gte(since_ms)), db).await
+}
+
 /// Makes the messages leased by process `number` due now, unattempted, and
 /// forgets the process. Returns how many messages were taken back.
 pub async fn take_back(db: &impl ConnectionTrait, number: i32, now_ms: i64) -> Result<u64, DbErr> {

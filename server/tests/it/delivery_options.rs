@@ -1,6 +1,6 @@
 //! What a subscription adds to each delivery: extra headers, credentials (bearer, basic, OAuth 2.0
-//! client credentials) and the `v1a` Ed25519 signature; their secrets sealed at rest, masked in
-//! the attempt's record and absent from the audit.
+//! client credentials) and the `v1a` Ed25519 signature, their secrets sealed at rest, masked in
+//! the attempt's record and absent from the audit; and a pace its endpoint is sent at.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -100,6 +100,8 @@ async fn bad_headers_and_credentials_are_named_and_change_nothing() {
         (json!({"auth": {"kind": "digest", "token": "t"}}), "auth.kind"),
         (json!({"auth": {"kind": "bearer"}}), "auth.token"),
         (json!({"signature": "v2"}), "signature"),
+        (json!({"rate_limit_per_sec": 0}), "rate_limit_per_sec"),
+        (json!({"rate_limit_per_sec": 10_001}), "rate_limit_per_sec"),
     ] {
         let (status, answer) = patch(&app, &key, &id, body.clone()).await;
         assert_eq!(status, 422, "{body}: {answer}");
@@ -254,4 +256,43 @@ async fn v1a_signs_with_ed25519_and_a_rotation_or_a_change_of_scheme_sends_both_
     app.publish(&key, "e4", "order.created").await;
     app.deliver_fresh().await;
     assert_eq!(rx.seen().pop().unwrap().header("webhook-signature").split(' ').count(), 1, "the old key has ended");
+}
+
+async fn messages_of(app: &TestApp, key: &str, subscription_id: &str) -> Vec<Value> {
+    let (_, page) = app.get(&format!("/api/v1/messages?subscription_id={subscription_id}"), key).await;
+    page["data"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_paced_endpoint_gets_its_turns_without_spending_attempts_and_holds_up_no_other() {
+    let app = TestApp::start().await;
+    let (paced_rx, other_rx) = (TestReceiver::start().await, TestReceiver::start().await);
+    let (_, key) = app.customer("acme").await;
+    let paced = subscribe(&app, &key, paced_rx.url.clone(), json!({"rate_limit_per_sec": 2})).await;
+    assert_eq!(paced["rate_limit_per_sec"], 2);
+    let paced_id = paced["id"].as_str().unwrap().to_string();
+    subscribe(&app, &key, other_rx.url.clone(), json!({})).await;
+    for i in 0..4 {
+        app.publish(&key, &format!("e{i}"), "order.created").await;
+    }
+    app.deliver_fresh().await;
+    assert_eq!((paced_rx.seen().len(), other_rx.seen().len()), (1, 4), "one turn now; the other endpoint is not held");
+    let messages = messages_of(&app, &key, &paced_id).await;
+    let attempts: u64 = messages.iter().map(|m| m["attempt_count"].as_u64().unwrap()).sum();
+    assert_eq!(attempts, 1, "the messages beyond the pace spend no attempt: {messages:?}");
+
+    // Half a second a turn: each tick within it finds the endpoint's turn taken.
+    for (advance, delivered) in [(0.3, 1), (0.2, 2), (0.5, 3)] {
+        app.advance_secs(advance);
+        app.deliver_fresh().await;
+        assert_eq!(paced_rx.seen().len(), delivered, "{advance} s on");
+    }
+    let (status, _) = patch(&app, &key, &paced_id, json!({"rate_limit_per_sec": null})).await;
+    assert_eq!(status, 200);
+    app.advance_secs(0.2);
+    app.deliver_fresh().await;
+    assert_eq!(paced_rx.seen().len(), 4, "without a pace the rest goes at once");
+    assert!(
+        messages_of(&app, &key, &paced_id).await.iter().all(|m| m["state"] == "delivered" && m["attempt_count"] == 1)
+    );
 }

@@ -29,6 +29,10 @@ pub fn delivery_facts(s: &Subscription) -> impl IntoView + use<> {
         {key}
         <dt>"Extra headers"</dt><dd>{headers}</dd>
         <dt>"Authentication"</dt><dd>{auth_text(s.auth.as_ref())}</dd>
+        <dt>"Pace"</dt><dd>{match s.rate_limit_per_sec {
+            Some(n) => format!("at most {n} attempts a second"),
+            None => "none".to_string(),
+        }}</dd>
     }
 }
 

@@ -84,6 +84,7 @@ struct FormValues {
     timeout_ms: String,
     binary: bool,
     filter: String,
+    rate_limit_per_sec: String,
 }
 
 impl FormValues {
@@ -96,6 +97,7 @@ impl FormValues {
             timeout_ms: sub.timeout_ms.to_string(),
             binary: sub.content_mode.as_str() == "binary",
             filter: sub.filter.clone().unwrap_or_default(),
+            rate_limit_per_sec: sub.rate_limit_per_sec.map(|n| n.to_string()).unwrap_or_default(),
         }
     }
 
@@ -117,6 +119,7 @@ impl FormValues {
             timeout_ms: get("timeout_ms"),
             binary: get("content_mode") == "binary",
             filter: get("filter"),
+            rate_limit_per_sec: get("rate_limit_per_sec"),
         })
     }
 }
@@ -124,7 +127,7 @@ impl FormValues {
 /// The editable fields.
 #[component]
 fn SubscriptionFields(values: FormValues) -> impl IntoView {
-    let FormValues { name, url, event_types, retry_policy, timeout_ms, binary, filter } = values;
+    let FormValues { name, url, event_types, retry_policy, timeout_ms, binary, filter, rate_limit_per_sec } = values;
     let catalog = Resource::new(|| (), |_| get_event_types(None));
     view! {
         <label>"Name" <input name="name" value=name required/></label>
@@ -149,6 +152,9 @@ fn SubscriptionFields(values: FormValues) -> impl IntoView {
             selected=if binary { "binary" } else { "structured" }/>
         <label>"Filter (optional): a CEL expression over the event, message, that must be true for it to be delivered, such as message.source.startsWith(\"/shop/eu\") && message.data.total > 100"
             <textarea name="filter" rows="3" maxlength="4096" spellcheck="false">{filter}</textarea>
+        </label>
+        <label>"Pace (optional): at most this many attempts a second to the endpoint, 1 to 10000; messages beyond it wait their turn"
+            <input name="rate_limit_per_sec" type="number" min="1" max="10000" value=rate_limit_per_sec/>
         </label>
     }
 }

@@ -60,6 +60,14 @@ impl Api {
         self.subscribe_tried(url, event_type, timeout_ms, 20).await
     }
 
+    /// A subscription to one event type paced at `per_sec` attempts a second.
+    pub async fn subscribe_paced(&self, url: &str, event_type: &str, per_sec: u32) -> Result<String> {
+        let body =
+            json!({"name": "bench paced", "url": url, "event_types": [event_type], "rate_limit_per_sec": per_sec});
+        let req = self.client.post(format!("{}/api/v1/subscriptions", self.base)).bearer_auth(&self.token).json(&body);
+        string(&call(req, "create paced subscription").await?, "id", "create paced subscription")
+    }
+
     /// A subscription to one event type whose messages die after `max_attempts` failed attempts.
     pub async fn subscribe_tried(
         &self,

@@ -49,6 +49,10 @@ pub enum Scenario {
     /// --history messages with their events and attempts loaded through the store's bulk insert,
     /// then every dashboard page and every list and search route of the API timed.
     History,
+    /// Four subscriptions paced at --pace attempts a second, each with a backlog of
+    /// --paced-events, beside the measured load's unpaced ones: the paced endpoints' largest count
+    /// in any second, and the measured load's p99 against steady's.
+    Paced,
     /// steady, dead-endpoint, backlog and idle.
     All,
 }
@@ -89,6 +93,12 @@ pub struct Opts {
     /// `{"signature":"v1a"}` or `{"headers":{"X-A":"1"},"auth":{"kind":"bearer","token":"t"}}`.
     #[arg(long, value_parser = subscription_fields)]
     pub subscription: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The paced scenario's pace, in attempts a second per paced endpoint.
+    #[arg(long, default_value_t = 50)]
+    pub pace: u32,
+    /// Events of the paced scenario's backlog (each goes to its four paced endpoints).
+    #[arg(long, default_value_t = 2_000)]
+    pub paced_events: usize,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "bench-results.json")]
     pub json: PathBuf,
@@ -214,6 +224,7 @@ async fn run(opts: Opts) -> Result<()> {
         Scenario::Backlog => &[Scenario::Steady, Scenario::Backlog],
         Scenario::Idle => &[Scenario::Idle],
         Scenario::DeadBurst => &[Scenario::Steady, Scenario::DeadBurst],
+        Scenario::Paced => &[Scenario::Steady, Scenario::Paced],
         // Measured above, on its own terms.
         Scenario::Retention | Scenario::History => &[],
         Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],

@@ -94,7 +94,7 @@ impl Arrivals {
     }
 }
 
-/// What each path records. `/hook/…` and `/raw` answer 200, `/fail/…` 500,
+/// What each path records. `/hook/…`, `/paced/…` and `/raw` answer 200, `/fail/…` 500,
 /// `/later/…` 503 with `Retry-After: 86400` (a message scheduled a day later);
 /// `/reports` answers 200 and records a `herald.message.dead` event by the
 /// message it reports (`data.message_id`), so a second report of one message
@@ -104,6 +104,8 @@ pub struct Tallies {
     pub fail: Arrivals,
     pub later: Arrivals,
     pub reports: Arrivals,
+    /// `/paced/…`: by path and webhook-id, so that each endpoint's arrivals can be told apart.
+    pub paced: Arrivals,
 }
 
 pub struct Receiver {
@@ -119,6 +121,7 @@ impl Receiver {
             fail: Arrivals::new(),
             later: Arrivals::new(),
             reports: Arrivals::new(),
+            paced: Arrivals::new(),
         });
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -151,6 +154,9 @@ async fn hit(State(t): State<Arc<Tallies>>, uri: Uri, headers: HeaderMap, body: 
     } else if path.starts_with("/reports") {
         let event: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         t.reports.record(event["data"]["message_id"].as_str().unwrap_or(""), at);
+        StatusCode::OK.into_response()
+    } else if path.starts_with("/paced") {
+        t.paced.record(&format!("{path} {id}"), at);
         StatusCode::OK.into_response()
     } else if path.starts_with("/later") {
         t.later.record(id, at);

@@ -52,6 +52,9 @@ pub struct Row {
     pub preloaded_history: usize,
     pub swept_messages: Option<u64>,
     pub sweep_per_s: Option<f64>,
+    /// paced: the pace set, and the largest count of a paced endpoint's arrivals within any second.
+    pub pace_per_s: Option<u32>,
+    pub paced_max_per_s: Option<u64>,
 }
 
 pub fn name(s: Scenario) -> &'static str {
@@ -63,6 +66,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::DeadBurst => "dead-burst",
         Scenario::Retention => "retention",
         Scenario::History => "history",
+        Scenario::Paced => "paced",
         Scenario::All => "all",
     }
 }
@@ -121,6 +125,8 @@ pub fn row(
         preloaded_history: 0,
         swept_messages: None,
         sweep_per_s: None,
+        pace_per_s: None,
+        paced_max_per_s: None,
     }
 }
 
@@ -140,6 +146,8 @@ pub struct Comparisons {
     /// The measured load's deliveries/s and p99 during the burst ÷ steady's.
     pub dead_burst_throughput_ratio: Option<f64>,
     pub dead_burst_p99_ratio: Option<f64>,
+    /// The measured load's p99 beside paced endpoints ÷ steady p99 (target ≤ 1.2).
+    pub paced_p99_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +172,9 @@ impl BenchSummary {
             if let Some(burst) = find("dead-burst") {
                 c.dead_burst_throughput_ratio = ratio(burst.deliveries_per_s, steady.deliveries_per_s);
                 c.dead_burst_p99_ratio = ratio(burst.p99_ms, steady.p99_ms);
+            }
+            if let Some(paced) = find("paced") {
+                c.paced_p99_ratio = ratio(paced.p99_ms, steady.p99_ms);
             }
             if let Some(backlog) = find("backlog") {
                 c.backlog_throughput_ratio = ratio(backlog.deliveries_per_s, steady.deliveries_per_s);
@@ -252,6 +263,15 @@ impl BenchSummary {
                 _ => String::new(),
             };
             println!("{}: beside {} messages of history{swept}", r.scenario, r.preloaded_history);
+        }
+        for r in self.runs.iter().filter(|r| r.scenario == "paced") {
+            println!(
+                "paced: at most {} attempts in any second to an endpoint paced at {}/s (target <= 1.1 x); the unpaced \
+                 load's p99 {:.2} x steady (target <= 1.2)",
+                r.paced_max_per_s.unwrap_or(0),
+                r.pace_per_s.unwrap_or(0),
+                c.paced_p99_ratio.unwrap_or(0.0),
+            );
         }
         if let (Some(p50), Some(p99)) = (c.idle_p50_ms, c.idle_p99_ms) {
             println!("idle: publish -> receipt p50 {p50:.2} ms (target <= 1.5), p99 {p99:.2} ms (target <= 5)");

@@ -18,6 +18,9 @@ use crate::{Opts, Result, Scenario};
 
 const PREP_TYPE: &str = "bench.prep";
 const LATER_TYPE: &str = "bench.later";
+const PACED_TYPE: &str = "bench.paced";
+/// The paced scenario's paced endpoints.
+const PACED_ENDPOINTS: usize = 4;
 /// Preparation fans each event out to this many endpoints: herald bounds the
 /// attempts in flight per endpoint, so one endpoint would make it slow.
 const PREP_FANOUT: usize = 16;
@@ -159,6 +162,10 @@ async fn drive(
     if scenario == Scenario::DeadBurst {
         record_dead_burst(&mut row, receiver, preloaded, burst_ns).await;
     }
+    if scenario == Scenario::Paced {
+        row.pace_per_s = Some(opts.pace);
+        row.paced_max_per_s = Some(busiest_second(&receiver.tallies.paced.take()));
+    }
     Ok(row)
 }
 
@@ -212,6 +219,14 @@ async fn prepare(
             // Published before the measured load starts; they die and are reported while it runs.
             publish_prep(api, PREP_TYPE, opts.dead_burst.div_ceil(PREP_FANOUT)).await?;
             (opts.dead_burst.div_ceil(PREP_FANOUT) * PREP_FANOUT, None)
+        }
+        Scenario::Paced => {
+            for k in 0..PACED_ENDPOINTS {
+                api.subscribe_paced(&receiver.url(&format!("/paced/{k}")), PACED_TYPE, opts.pace).await?;
+            }
+            // A backlog that outlasts the measured load, published just before it.
+            publish_prep(api, PACED_TYPE, opts.paced_events).await?;
+            (0, None)
         }
         Scenario::Backlog => {
             for k in 0..PREP_FANOUT {
@@ -274,6 +289,27 @@ async fn record_dead_burst(row: &mut Row, receiver: &Receiver, preloaded: usize,
     let seen = reports.take();
     row.dead_reported = Some(seen.len() as u64);
     row.dead_burst_secs = seen.values().max().map(|&ns| ns.saturating_sub(burst_ns) as f64 / 1e9);
+}
+
+/// The largest count of one endpoint's arrivals within any second (a window sliding over them),
+/// from arrivals keyed by `"{path} {webhook-id}"`.
+fn busiest_second(arrivals: &std::collections::HashMap<String, u64>) -> u64 {
+    let mut by_path: std::collections::HashMap<&str, Vec<u64>> = std::collections::HashMap::new();
+    for (key, &at) in arrivals {
+        by_path.entry(key.split(' ').next().unwrap_or("")).or_default().push(at);
+    }
+    let mut busiest = 0;
+    for times in by_path.values_mut() {
+        times.sort_unstable();
+        let mut from = 0;
+        for (to, &at) in times.iter().enumerate() {
+            while at - times[from] >= 1_000_000_000 {
+                from += 1;
+            }
+            busiest = busiest.max((to - from + 1) as u64);
+        }
+    }
+    busiest
 }
 
 /// The messages herald's retention has removed since it started (`/metrics`).

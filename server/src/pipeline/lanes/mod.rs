@@ -82,7 +82,10 @@ impl Lanes {
             while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
                 self.receive(one, &mut in_flight, &mut waiting);
             }
-            for ready in waiting.start(|endpoint_id| take_start_permit(&workers, &self.endpoint_permits, endpoint_id)) {
+            let now = self.pipeline.now_ms();
+            let permit = |endpoint_id: &EndpointId| take_start_permit(&workers, &self.endpoint_permits, endpoint_id);
+            let (ready, next_turn) = waiting.start(permit, |job| self.take_turn(job, now));
+            for ready in ready {
                 self.start(&mut in_flight, ready);
             }
             if lane == Lane::Fresh {
@@ -93,11 +96,15 @@ impl Lanes {
             if lane == Lane::Retry && now - last_sweep >= IDLE_POLL.as_millis() as i64 {
                 last_sweep = now;
                 self.expire_held().await;
+                self.pipeline.paces.forget_past(now);
             }
             if self.claim_due(lane, &workers, &mut waiting, &mut planner, now, &mut shutdown).await {
                 continue;
             }
-            let sleep = planner.sleep_ms(self.pipeline.now_ms()).map_or(IDLE_POLL, Duration::from_millis);
+            let now = self.pipeline.now_ms();
+            let sleep = planner.sleep_ms(now).map_or(IDLE_POLL, Duration::from_millis);
+            // A paced endpoint's message starts at its turn.
+            let sleep = next_turn.map_or(sleep, |turn| sleep.min(Duration::from_millis((turn - now).max(0) as u64)));
             tokio::select! {
                 // A delivery ended: waiting messages may start.
                 Some(_) = in_flight.join_next() => {}
@@ -248,18 +255,26 @@ impl Lanes {
         Ok(count)
     }
 
-    /// Gives each job a permit at its endpoint; the others go back, due a moment later.
+    /// Gives each job a permit at its endpoint and, if it is paced, a turn; the others go back,
+    /// due a moment later.
     async fn admit(&self, jobs: Vec<Job>) -> Vec<(Job, EndpointPermit)> {
         let mut admitted = Vec::with_capacity(jobs.len());
         let mut refused = Vec::new();
+        let now = self.pipeline.now_ms();
         for job in jobs {
             match self.endpoint_permits.try_acquire(&job.message.endpoint_id) {
-                Some(permit) => admitted.push((job, permit)),
-                None => refused.push(job),
+                Some(permit) if self.take_turn(&job, now).is_ok() => admitted.push((job, permit)),
+                _ => refused.push(job),
             }
         }
         self.put_back(refused).await;
         admitted
+    }
+
+    /// A turn at the job's endpoint, when its subscription sets a pace; else when the next is.
+    fn take_turn(&self, job: &Job, now: i64) -> Result<(), i64> {
+        let per_sec = job.subscription.as_ref().and_then(|sub| sub.rate_limit_per_sec).map(|n| n as u32);
+        self.pipeline.paces.take(&job.message.endpoint_id, per_sec, now)
     }
 
     /// Returns claimed messages to the database unattempted, due a moment later,

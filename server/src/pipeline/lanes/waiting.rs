@@ -1,8 +1,8 @@
 //! Leased messages waiting for a permit at their endpoint, in the order they
 //! came. A claim, or a publish handing its messages over, may bring more
 //! messages for an endpoint than it has free permits; they wait here rather than
-//! going back to the database, and start as the endpoint's attempts finish.
-//! None waits longer than `MAX_WAIT_MS`.
+//! going back to the database, and start as the endpoint's attempts finish
+//! and, for a paced endpoint, as its turns come. None waits longer than `MAX_WAIT_MS`.
 
 use std::collections::VecDeque;
 
@@ -62,19 +62,29 @@ impl Waiting {
         self.queues.iter().filter(|(_, q)| q.len() >= concurrency).map(|(id, _)| id.clone()).collect()
     }
 
-    /// The messages that can start now: for each endpoint, as many as `permit` grants.
-    pub fn start(&mut self, mut permit: impl FnMut(&EndpointId) -> Option<StartPermit>) -> Vec<Ready> {
-        let mut ready = Vec::new();
+    /// The messages that can start now: for each endpoint, in order, as many as `permit` grants
+    /// and `pace` gives a turn (or says when the next one is); with them, the earliest turn a
+    /// message waits for.
+    pub fn start(
+        &mut self,
+        mut permit: impl FnMut(&EndpointId) -> Option<StartPermit>,
+        mut pace: impl FnMut(&Job) -> Result<(), i64>,
+    ) -> (Vec<Ready>, Option<i64>) {
+        let (mut ready, mut next_turn) = (Vec::new(), None::<i64>);
         for (endpoint_id, queue) in self.queues.iter_mut() {
-            while !queue.is_empty() {
+            while let Some((job, _, _)) = queue.front() {
                 let Some(permit) = permit(endpoint_id) else { break };
+                if let Err(turn) = pace(job) {
+                    next_turn = Some(next_turn.map_or(turn, |next| next.min(turn)));
+                    break;
+                }
                 let (job, _, _queued) = queue.pop_front().expect("the queue is not empty");
                 ready.push(Ready { job, permit });
             }
         }
         self.total -= ready.len();
         self.queues.retain(|_, q| !q.is_empty());
-        ready
+        (ready, next_turn)
     }
 
     /// Takes out the messages that have waited `MAX_WAIT_MS` or more, or all of them.
@@ -125,17 +135,17 @@ mod tests {
         assert_eq!(waiting.saturated(3), vec![EndpointId::from("ep_a")]);
         assert_eq!(waiting.unsaturated(3), 1, "only ep_b's message counts against the next claim");
 
-        let mut first = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep));
+        let mut first = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep), |_| Ok(())).0;
         first.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
         assert_eq!(ids(&first), ["a1", "a2", "b1"], "ep_a has two permits");
         assert_eq!(waiting.len(), 1);
         assert!(
-            waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep)).is_empty(),
+            waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep), |_| Ok(())).0.is_empty(),
             "ep_a is at its limit"
         );
 
         drop(first.remove(0));
-        assert_eq!(ids(&waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep))), ["a3"]);
+        assert_eq!(ids(&waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep), |_| Ok(())).0), ["a3"]);
         assert_eq!(waiting.len(), 0);
     }
 
@@ -146,7 +156,7 @@ mod tests {
         let mut waiting = Waiting::default();
         waiting.push(job("a1", "ep_a"), 0);
         waiting.push(job("a2", "ep_a"), 0);
-        let started = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep));
+        let started = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep), |_| Ok(())).0;
         assert_eq!(ids(&started), ["a1"]);
         assert_eq!(waiting.len(), 1);
     }
@@ -162,5 +172,32 @@ mod tests {
         let rest: Vec<MessageId> = waiting.expired(MAX_WAIT_MS, true).into_iter().map(|j| j.message.id).collect();
         assert_eq!(rest, ["new"]);
         assert_eq!(waiting.len(), 0);
+    }
+
+    #[test]
+    fn a_paced_endpoint_starts_on_its_turns_and_holds_up_no_other() {
+        use crate::pipeline::endpoint_paces::EndpointPaces;
+
+        let workers = Arc::new(Semaphore::new(100));
+        let endpoint_permits = EndpointPermits::new(10);
+        let paces = EndpointPaces::default();
+        let mut waiting = Waiting::default();
+        for id in ["a1", "a2", "a3"] {
+            waiting.push(job(id, "ep_a"), 0);
+        }
+        waiting.push(job("b1", "ep_b"), 0);
+        let start_at = |waiting: &mut Waiting, now: i64| {
+            let pace = |job: &Job| {
+                let paced = (job.message.endpoint_id.as_str() == "ep_a").then_some(2);
+                paces.take(&job.message.endpoint_id, paced, now)
+            };
+            let (mut ready, next) = waiting.start(|ep| take_start_permit(&workers, &endpoint_permits, ep), pace);
+            ready.sort_by(|x, y| x.job.message.id.cmp(&y.job.message.id));
+            (ids(&ready).into_iter().map(str::to_string).collect::<Vec<_>>(), next)
+        };
+        assert_eq!(start_at(&mut waiting, 0), (vec!["a1".to_string(), "b1".to_string()], Some(500)));
+        assert_eq!(start_at(&mut waiting, 499), (vec![], Some(500)), "a2 waits for its turn");
+        assert_eq!(start_at(&mut waiting, 500), (vec!["a2".to_string()], Some(1000)));
+        assert_eq!(waiting.len(), 1);
     }
 }

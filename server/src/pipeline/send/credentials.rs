@@ -201,6 +201,7 @@ mod tests {
             headers: None,
             auth: None,
             signature: SignatureScheme::V1,
+            rate_limit_per_sec: None,
             created_at: 0,
             updated_at: 0,
         }

@@ -27,6 +27,8 @@ pub struct Model {
     pub auth: Option<String>,
     /// The scheme `secret` signs with.
     pub signature: SignatureScheme,
+    /// At most this many attempts a second to its endpoint (see `pipeline::endpoint_paces`).
+    pub rate_limit_per_sec: Option<i32>,
     pub created_at: i64,
     pub updated_at: i64,
 }
