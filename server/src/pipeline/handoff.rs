@@ -118,12 +118,11 @@ impl Handoff {
         self.link.lock().expect("handoff lock").is_some()
     }
 
-    /// Permits for one message to `endpoint_id`, when the lane runs and has any. A `paced`
-    /// endpoint's message only queues: it starts when the lane gives it a turn.
-    pub fn reserve(&self, endpoint_id: &EndpointId, paced: bool) -> Option<Reservation> {
+    /// Permits for one message to `endpoint_id`, when the lane runs and has any.
+    pub fn reserve(&self, endpoint_id: &EndpointId) -> Option<Reservation> {
         let guard = self.link.lock().expect("handoff lock");
         let link = guard.as_ref()?;
-        if !paced && let Some(permit) = take_start_permit(&link.workers, &link.endpoint_permits, endpoint_id) {
+        if let Some(permit) = take_start_permit(&link.workers, &link.endpoint_permits, endpoint_id) {
             return Some(Reservation::Start(permit));
         }
         let endpoint = link.queued.try_acquire(endpoint_id)?;
@@ -155,36 +154,31 @@ mod tests {
     #[test]
     fn a_message_starts_when_permits_are_free_and_queues_while_its_endpoint_is_busy() {
         let handoff = Handoff::default();
-        assert!(handoff.reserve(&"ep_a".into(), false).is_none(), "no lane runs: nothing is handed over");
+        assert!(handoff.reserve(&"ep_a".into()).is_none(), "no lane runs: nothing is handed over");
         let _incoming = handoff.open(Arc::new(Semaphore::new(10)), EndpointPermits::new(1), 3, 2);
-        let first = handoff.reserve(&"ep_a".into(), false);
+        let first = handoff.reserve(&"ep_a".into());
         assert!(matches!(first, Some(Reservation::Start(_))), "a worker and ep_a's one permit are free");
-        let queued = handoff.reserve(&"ep_a".into(), false);
+        let queued = handoff.reserve(&"ep_a".into());
         assert!(matches!(queued, Some(Reservation::Queue(_))), "ep_a is busy: the message waits in the lane");
-        let _second = handoff.reserve(&"ep_a".into(), false);
+        let _second = handoff.reserve(&"ep_a".into());
         assert!(
-            handoff.reserve(&"ep_a".into(), false).is_none(),
+            handoff.reserve(&"ep_a".into()).is_none(),
             "ep_a has its share of the queue: the message stays in the database"
         );
-        let _b = handoff.reserve(&"ep_b".into(), false);
-        let b_queued = handoff.reserve(&"ep_b".into(), false);
+        let _b = handoff.reserve(&"ep_b".into());
+        let b_queued = handoff.reserve(&"ep_b".into());
         assert!(matches!(b_queued, Some(Reservation::Queue(_))), "ep_b queues in what is left");
-        assert!(handoff.reserve(&"ep_b".into(), false).is_none(), "the lane's queue is full");
+        assert!(handoff.reserve(&"ep_b".into()).is_none(), "the lane's queue is full");
         assert!(
-            matches!(handoff.reserve(&"ep_c".into(), false), Some(Reservation::Start(_))),
+            matches!(handoff.reserve(&"ep_c".into()), Some(Reservation::Start(_))),
             "an idle endpoint still starts at once"
         );
         drop(queued);
         assert!(
-            matches!(handoff.reserve(&"ep_a".into(), false), Some(Reservation::Queue(_))),
+            matches!(handoff.reserve(&"ep_a".into()), Some(Reservation::Queue(_))),
             "a queue permit frees when its message leaves the queue"
         );
-        let _d = handoff.reserve(&"ep_d".into(), false);
-        assert!(
-            matches!(handoff.reserve(&"ep_e".into(), true), Some(Reservation::Queue(_))),
-            "a paced endpoint's message waits for its turn in the lane, even with permits free"
-        );
         handoff.close();
-        assert!(handoff.reserve(&"ep_b".into(), false).is_none());
+        assert!(handoff.reserve(&"ep_b".into()).is_none());
     }
 }

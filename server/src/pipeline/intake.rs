@@ -358,9 +358,11 @@ fn reserve(
         .map(|(msg, (_, sub))| {
             // Not a message its subscription's pause holds.
             let due = msg.next_attempt_at != Some(PAUSED);
-            let open = sub.endpoint.as_ref().filter(|e| handing && due && gate_of(e, now) == Gate::Send);
+            // Nor a paced endpoint's: it waits in the database and the lane claims it as its turns
+            // come, so that a paced backlog never fills the lane's queue ahead of other endpoints.
             let paced = sub.subscription.rate_limit_per_sec.is_some();
-            open.and_then(|endpoint| lease(parts, endpoint, (msg, paced), now, token))
+            let open = sub.endpoint.as_ref().filter(|e| handing && due && !paced && gate_of(e, now) == Gate::Send);
+            open.and_then(|endpoint| lease(parts, endpoint, msg, now, token))
         })
         .collect()
 }
@@ -453,11 +455,11 @@ fn answer(entries: Vec<Result<Vec<Entry>>>, stored: &[Result<PublishedEvent>]) -
 fn lease(
     parts: &IntakeContext,
     endpoint: &endpoint::Model,
-    (msg, paced): (&mut message::Model, bool),
+    msg: &mut message::Model,
     now: i64,
     token: i64,
 ) -> Option<Reservation> {
-    let reserved = parts.handoff.reserve(&endpoint.id, paced)?;
+    let reserved = parts.handoff.reserve(&endpoint.id)?;
     msg.state = MessageState::Delivering;
     msg.next_attempt_at = Some(now + parts.lease_ms);
     msg.lease_token = Some(token);
