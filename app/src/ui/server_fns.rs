@@ -368,8 +368,9 @@ pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
 }
 
 /// The delivery form as submitted: the extra headers (one a line), the signature scheme, and the
-/// credentials (`auth_kind` `keep` leaves them as they are, `none` removes them).
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+/// credentials (`auth_kind` `keep` leaves them as they are, `none` removes them). Its `Debug`
+/// shows no value: they are secrets.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct DeliveryForm {
     headers: Option<String>,
     signature: Option<String>,
@@ -381,6 +382,12 @@ pub struct DeliveryForm {
     auth_client_id: Option<String>,
     auth_client_secret: Option<String>,
     auth_scope: Option<String>,
+}
+
+impl std::fmt::Debug for DeliveryForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeliveryForm").field("auth_kind", &self.auth_kind).finish_non_exhaustive()
+    }
 }
 
 impl DeliveryForm {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::views::OpenedSecrets;
 use super::{Result, ServiceError, Services};
 use crate::ids::random_bytes;
+use crate::secrets::Unsealable;
 use crate::store::entities::subscription;
 use crate::subscription_secrets::{open_auth, open_headers, seal_auth, seal_headers};
 
@@ -64,6 +65,18 @@ pub fn open(services: &Services, row: &subscription::Model) -> Result<OpenedSecr
         headers: open_headers(&services.sealer, &row.id, row.headers.as_deref())?,
         auth: open_auth(&services.sealer, &row.id, row.auth.as_deref())?,
     })
+}
+
+/// What a list shows of each row: a value that does not open (a wrong key, a damaged row) is
+/// logged and left out, so that one row cannot make the whole page fail.
+pub fn open_listed(services: &Services, row: &subscription::Model) -> OpenedSecrets {
+    let logged = |part: &'static str| move |e: Unsealable| tracing::error!(subscription_id = %row.id, part, error = %e, "a sealed value did not open");
+    let sealer = &services.sealer;
+    OpenedSecrets {
+        secret: sealer.open(&row.secret, &row.id).map_err(logged("secret")).unwrap_or_default(),
+        headers: open_headers(sealer, &row.id, row.headers.as_deref()).map_err(logged("headers")).unwrap_or_default(),
+        auth: open_auth(sealer, &row.id, row.auth.as_deref()).map_err(logged("auth")).unwrap_or_default(),
+    }
 }
 
 /// The audit's account of the headers (their names) and credentials (what is not secret).

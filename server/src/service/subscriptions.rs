@@ -200,8 +200,11 @@ pub async fn list(
 ) -> Result<dto::Page<dto::Subscription>> {
     let rows = subscriptions::list(&services.db, who.customer_filter(customer_id).as_ref(), &page).await?;
     let (rows, next_cursor) = page::finish(rows, page.limit, |r| &r.id);
-    let views = rows.into_iter().map(|row| view(services, row, false)).collect::<Result<_>>()?;
-    Ok(dto::Page::of(views, next_cursor))
+    let views = rows.into_iter().map(|row| {
+        let opened = options::open_listed(services, &row);
+        views::subscription(row, opened, false)
+    });
+    Ok(dto::Page::of(views.collect(), next_cursor))
 }
 
 pub async fn update(

@@ -296,3 +296,18 @@ async fn a_paced_endpoint_gets_its_turns_without_spending_attempts_and_holds_up_
         messages_of(&app, &key, &paced_id).await.iter().all(|m| m["state"] == "delivered" && m["attempt_count"] == 1)
     );
 }
+
+#[tokio::test]
+async fn a_value_that_does_not_open_leaves_the_list_readable() {
+    let app = TestApp::start().await;
+    let (_, key) = app.customer("acme").await;
+    let sub = subscribe(&app, &key, "http://127.0.0.1:9/o".into(), json!({"headers": {"X-A": "1"}})).await;
+    let id = sub["id"].as_str().unwrap().to_string();
+    let db = &app.services.db;
+    let mut row = subscriptions::get(db, &id.as_str().into()).await.unwrap().unwrap();
+    row.headers = Some("sealed:v1:damaged".into());
+    subscriptions::update(db, row).await.unwrap();
+    let (status, list) = app.get("/api/v1/subscriptions", &key).await;
+    assert_eq!((status, &list["data"][0]["id"]), (200, &json!(id)), "one damaged row does not fail the page: {list}");
+    assert_eq!(list["data"][0]["header_names"], json!([]));
+}

@@ -57,9 +57,10 @@ impl OAuthClient {
         }
     }
 
-    /// The `Authorization` value to send: the kept token, or a new one. When `refused` is the
-    /// value the receiver just answered 401 to, a new one is fetched, unless another delivery
-    /// already did.
+    /// The `Authorization` value to send: the kept token, or a new one, within `timeout` (the
+    /// wait for another delivery's fetch included). When `refused` is the value the receiver just
+    /// answered 401 to, a new one is fetched, unless another delivery already did; if that fails,
+    /// the refused token is not kept.
     pub async fn bearer(
         &self,
         client: &reqwest::Client,
@@ -67,13 +68,19 @@ impl OAuthClient {
         timeout: Duration,
         refused: Option<&HeaderValue>,
     ) -> Result<HeaderValue, String> {
+        let deadline = Instant::now() + timeout;
+        let late = || format!("no token within the attempt's {} ms", timeout.as_millis());
         // Held while fetching: deliveries that need the token meanwhile wait for this one's.
-        let mut kept = self.token.lock().await;
+        let mut kept = tokio::time::timeout_at(deadline, self.token.lock()).await.map_err(|_| late())?;
         let now = Instant::now();
         if let Some(token) = kept.as_ref().filter(|t| t.until > now && Some(&t.header) != refused) {
             return Ok(token.header.clone());
         }
-        let (token, lifetime) = self.fetch(client, destinations, timeout).await?;
+        let fetched = self.fetch(client, destinations, deadline.saturating_duration_since(now)).await;
+        if fetched.is_err() && refused.is_some() {
+            *kept = None;
+        }
+        let (token, lifetime) = fetched?;
         let header = sensitive(format!("Bearer {token}").as_bytes())
             .ok_or("the token endpoint's access_token cannot be sent in a header")?;
         *kept = Some(Token { header: header.clone(), until: now + lifetime.saturating_sub(EARLY) });
