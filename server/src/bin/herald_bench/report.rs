@@ -229,6 +229,11 @@ impl BenchSummary {
                 r.rss_peak_mb
             );
         }
+        self.print_findings();
+    }
+
+    /// What each run's scenario reports beyond the table, and the ratios to steady.
+    fn print_findings(&self) {
         for r in self.runs.iter().filter(|r| r.deliveries < r.expected_deliveries || r.publish_errors > 0) {
             println!(
                 "! {}: {} of {} deliveries arrived, {} publishes failed",
