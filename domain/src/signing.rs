@@ -30,17 +30,6 @@ pub fn secret_from_bytes(bytes: [u8; 32]) -> String {
     new_secret(SignatureScheme::V1, bytes)
 }
 
-/// The scheme a secret signs with, by its prefix.
-pub fn scheme_of(secret: &str) -> Option<SignatureScheme> {
-    if secret.starts_with(SECRET_PREFIX) {
-        Some(SignatureScheme::V1)
-    } else if secret.starts_with(SECRET_KEY_PREFIX) {
-        Some(SignatureScheme::V1a)
-    } else {
-        None
-    }
-}
-
 /// The `whpk_` public key of a `whsk_` secret key; `None` for any other secret.
 pub fn public_key(secret: &str) -> Option<String> {
     match SigningKey::from_secret(secret)? {
@@ -144,7 +133,6 @@ mod tests {
         let encoded = public.strip_prefix(PUBLIC_KEY_PREFIX).unwrap();
         let public_bytes = STANDARD.decode(encoded).unwrap();
         assert_eq!(public_bytes, hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"));
-        assert_eq!(scheme_of(&secret), Some(SignatureScheme::V1a));
         assert_eq!(public_key(&secret_from_bytes([1; 32])), None, "a shared secret has no public key");
 
         let signature = SigningKey::from_secret(&secret).unwrap().sign("msg_1", 1614265330, b"{\"a\":1}");

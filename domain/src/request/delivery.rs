@@ -13,7 +13,7 @@ use crate::target::TargetUrl;
 use super::openapi;
 
 /// The most extra headers a subscription sends.
-pub const MAX_EXTRA_HEADERS: usize = 20;
+const MAX_EXTRA_HEADERS: usize = 20;
 /// The longest value of an extra header, in bytes (each a visible ASCII character or a space).
 pub const MAX_HEADER_VALUE_BYTES: usize = 4096;
 /// The longest name of an extra header.
@@ -37,7 +37,7 @@ const RESERVED_HEADERS: [&str; 9] = [
 const RESERVED_PREFIXES: [&str; 2] = ["webhook-", "ce-"];
 
 /// Whether an extra header may not carry this name (whatever its case).
-pub fn is_reserved_header(name: &str) -> bool {
+fn is_reserved_header(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     RESERVED_HEADERS.contains(&lower.as_str()) || RESERVED_PREFIXES.iter().any(|prefix| lower.starts_with(prefix))
 }
@@ -97,11 +97,6 @@ impl ExtraHeaders {
     /// The headers with their values, as stored (sealed) and as a single read shows them.
     pub fn to_json(&self) -> Value {
         Value::Object(self.0.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect())
-    }
-
-    /// The lines a form shows them in, `Name: value`.
-    pub fn to_lines(&self) -> String {
-        self.0.iter().map(|(name, value)| format!("{name}: {value}")).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -365,7 +360,7 @@ mod tests {
         );
         assert_eq!(ExtraHeaders::form_value("  \n"), Value::Null);
         let read = ExtraHeaders::read(&ExtraHeaders::form_value("X-A: 1\nx-b: 2"), "headers").unwrap();
-        assert_eq!(read.to_lines(), "X-A: 1\nx-b: 2");
+        assert_eq!(read.to_json(), json!({"X-A": "1", "x-b": "2"}));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::policy::RetryPolicy;
 use crate::states::{ContentMode, Role, SignatureScheme, SubscriptionStatus};
 use crate::target::TargetUrl;
 
-pub use delivery::{DeliveryAuth, ExtraHeaders, MASK, MAX_EXTRA_HEADERS, is_reserved_header};
+pub use delivery::{DeliveryAuth, ExtraHeaders, MASK};
 pub use rules::*;
 pub use unlock::{MAX_OLDER_THAN_SECS, UnlockBody};
 
