@@ -12,6 +12,8 @@ Nothing is excluded: every operation and every check runs. What JSON Schema cann
 by the hooks below (they only turn requests the document calls valid into ones the server can
 accept, and never make a request the document calls invalid look valid, or the reverse):
   - the opaque `cursor` of the lists: only `next_cursor` values are cursors;
+  - an `Idempotency-Key` is the caller's for every request it sends: a valid key is made unique to
+    each call, so that two calls that drew the same key are not one request repeated with another body;
   - `min_delay_secs <= max_delay_secs` of an exponential retry policy (a rule across two fields);
   - a time window's `since` before its `until`, and a replayed window of at most 366 days;
   - dashboard usernames are unique, and a customer user's `customer_id` must exist;
@@ -66,6 +68,7 @@ HOOKS = textwrap.dedent(
     CUSTOMER_ID = os.environ.get("HERALD_E2E_CUSTOMER_ID") or None
     PINNED = os.environ.get("HERALD_E2E_PIN_CUSTOMER") == "1"
     CURSOR_SHAPE = re.compile(r"YzE6[A-Za-z0-9_-]+")
+    IDEMPOTENCY_KEY = re.compile(r"[!-~]{1,255}")
     TEXT = re.compile(r"[^\\x00]*[^\\s\\x00][^\\x00]*")
     _serial = itertools.count()
     # Usernames get a suffix unique to this run: the server may keep users of earlier runs.
@@ -113,6 +116,29 @@ HOOKS = textwrap.dedent(
 
 
     @schemathesis.hook
+    def before_call(context, case, **kwargs):
+        # A valid Idempotency-Key is made unique to each call, so that two calls that happened to
+        # draw the same key are not one request repeated with another body (422). Every phase
+        # passes here, just before its call.
+        # A case that leaves a parameter out (the coverage phase's missing Authorization, say) is
+        # sent as drawn: editing it would make Schemathesis read it again with its auth applied.
+        data = getattr(getattr(getattr(case, "meta", None), "phase", None), "data", None)
+        if "missing" in str(getattr(data, "scenario", "")).lower():
+            return
+        headers = case.headers if case.headers is not None else {}
+        for name in [n for n in headers if n.lower() == "idempotency-key"]:
+            key = headers[name]
+            if isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key):
+                headers[name] = f"{key[:200]}~{_run}{next(_serial)}"
+        # Dashboard usernames are unique: each call's is made so (a case may be sent twice).
+        body = case.body
+        if case.operation.method.upper() == "POST" and case.operation.path == "/api/v1/users" and isinstance(body, dict):
+            username = body.get("username")
+            if _text(username, 100):
+                body["username"] = f"{username.split('~' + _run)[0][:86]}~{_run}{next(_serial)}"
+
+
+    @schemathesis.hook
     def map_case(context, case):
         operation = f"{case.operation.method.upper()} {case.operation.path}"
         query = case.query if isinstance(case.query, dict) else {}
@@ -134,8 +160,6 @@ HOOKS = textwrap.dedent(
             if _int(low) and _int(high) and low > high:
                 policy["min_delay_secs"], policy["max_delay_secs"] = high, low
         if operation == "POST /api/v1/users":
-            if _text(body.get("username"), 100):
-                body["username"] = f"{body['username'][:86]}~{_run}{next(_serial)}"
             if PINNED and body.get("role") == "customer" and _text(body.get("customer_id"), 64):
                 body["customer_id"] = CUSTOMER_ID
         if _text(body.get("filter"), 4096):

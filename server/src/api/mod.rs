@@ -7,6 +7,7 @@ mod endpoints;
 mod event_types;
 mod events;
 pub mod extract;
+pub mod idempotency;
 pub mod key_cache;
 pub mod limits;
 mod messages;
@@ -44,7 +45,11 @@ fn routes() -> OpenApiRouter<ApiState> {
 
 /// The OpenAPI document of every route, made once.
 pub fn document() -> &'static utoipa::openapi::OpenApi {
-    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| routes().split_for_parts().1);
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+        let mut document = routes().split_for_parts().1;
+        idempotency::document(&mut document);
+        document
+    });
     &DOCUMENT
 }
 
@@ -53,6 +58,7 @@ pub fn router(state: ApiState) -> Router {
     let max_body_bytes = state.settings.limits.max_body_bytes;
     let (router, _) = routes().split_for_parts();
     router
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
         .method_not_allowed_fallback(|| async { problem::ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)

@@ -17,16 +17,20 @@ fn reference(name: &str) -> RefOr<Schema> {
 // -------------------------------------------------------------------------------------------------
 // Error responses: RFC 9457 problem+json
 
-fn problem(status: u16) -> (String, RefOr<utoipa::openapi::response::Response>) {
+pub(super) fn problem(status: u16) -> (String, RefOr<utoipa::openapi::response::Response>) {
     let description = match status {
         400 => {
-            "The request is malformed: not JSON, too deeply nested, or a path or query that is not UTF-8 or holds NUL"
+            "The request is malformed: not JSON, too deeply nested, a path or query that is not UTF-8 or holds NUL, \
+             or an `Idempotency-Key` that is not 1 to 255 visible ASCII characters"
         }
         401 => "No valid bearer token",
         403 => "Only the admin token may do this",
         404 => "No such object (another customer's objects answer 404 too)",
         405 => "The route does not take this method",
-        409 => "The object's state does not allow this",
+        409 => {
+            "The object's state does not allow this, or the first request with this `Idempotency-Key` is still \
+             running (retry after `Retry-After` seconds)"
+        }
         413 => "The body is too large",
         415 => "The body is not JSON",
         422 => "Validation failed: `errors` names every bad field",
@@ -38,7 +42,7 @@ fn problem(status: u16) -> (String, RefOr<utoipa::openapi::response::Response>) 
     };
     let content = ContentBuilder::new().schema(Some(reference("Problem"))).build();
     let mut response = ResponseBuilder::new().description(description).content("application/problem+json", content);
-    if status == 429 || status == 503 {
+    if matches!(status, 409 | 429 | 503) {
         let seconds = utoipa::openapi::header::HeaderBuilder::new()
             .schema(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)))
             .description(Some("Seconds to wait"))

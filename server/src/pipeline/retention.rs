@@ -6,7 +6,8 @@
 //! its own where the server runs none). It works in batches of a few hundred rows, each its own
 //! short transaction, so publishes and deliveries never wait long behind it.
 //! An open message (pending, delivering or held) is never removed. It also
-//! forgets the per-minute attempt counts older than a day.
+//! forgets the per-minute attempt counts older than a day, and the answers kept for
+//! `Idempotency-Key` 24 h after their first use.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use sea_orm::DbErr;
 use tokio::sync::watch;
 
 use super::Pipeline;
-use crate::store::retention;
+use crate::store::{idempotency_keys, retention};
 
 /// Rows read and removed per transaction.
 const BATCH: u64 = 500;
@@ -99,6 +100,10 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
     }
 
     retention::old_minutes(db, now).await?;
+    let keys_before = now - idempotency_keys::KEPT_MS;
+    while idempotency_keys::remove_old(db, keys_before, BATCH).await? > 0 {
+        tokio::task::yield_now().await;
+    }
     while retention::give_back_free_pages(db, PAGES_PER_STEP).await? > u64::from(PAGES_PER_STEP) {
         tokio::task::yield_now().await;
     }

@@ -7,7 +7,7 @@ use sea_orm::TransactionTrait;
 use serde_json::json;
 
 use super::Services;
-use super::{Principal, Result, ServiceError, audit, views};
+use super::{Principal, Result, ServiceError, audit, idempotency, views};
 use crate::ids::{self, new_api_token, token_hash};
 use crate::store::entities::{api_key, customer};
 use crate::store::page::{self, PageRequest};
@@ -19,8 +19,7 @@ pub async fn create(services: &Services, who: &Principal, body: NameBody) -> Res
     let txn = services.db.begin().await?;
     customers::insert(&txn, row.clone()).await?;
     audit::record(&txn, services, who, "customer.create", &row.id, Some(&row.id), json!({"name": row.name})).await?;
-    txn.commit().await?;
-    Ok(views::customer(row))
+    idempotency::commit_answering(txn, views::customer(row)).await
 }
 
 pub async fn list(services: &Services, who: &Principal, page: PageRequest) -> Result<dto::Page<dto::Customer>> {
@@ -50,14 +49,14 @@ pub async fn create_api_key(
     let txn = services.db.begin().await?;
     store::api_keys::insert(&txn, row.clone()).await?;
     audit::record(&txn, services, who, "api_key.create", &row.id, Some(customer_id), json!({"name": row.name})).await?;
-    txn.commit().await?;
-    Ok(dto::ApiKeyCreated {
+    let created = dto::ApiKeyCreated {
         id: row.id.into(),
         customer_id: row.customer_id.into(),
         name: row.name,
         token,
         created_at: crate::clock::to_utc(row.created_at),
-    })
+    };
+    idempotency::commit_answering(txn, created).await
 }
 
 /// A customer's API keys, without their tokens: for the admin, or the customer's own key.
@@ -80,6 +79,7 @@ pub async fn revoke_api_key(
     let key = store::api_keys::remove(&txn, customer_id, key_id).await?.ok_or(ServiceError::NotFound("API key"))?;
     let detail = json!({"name": key.name});
     audit::record(&txn, services, who, "api_key.revoke", key_id, Some(customer_id), detail).await?;
+    idempotency::keep_answer::<()>(&txn, None).await?;
     txn.commit().await?;
     Ok(key.token_hash)
 }

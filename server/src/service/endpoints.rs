@@ -8,7 +8,7 @@ use sea_orm::TransactionTrait;
 use serde_json::json;
 
 use super::Services;
-use super::{Principal, Result, ServiceError, audit, views};
+use super::{Principal, Result, ServiceError, audit, idempotency, views};
 use crate::pipeline::Due;
 use crate::pipeline::operational::{report_dead, report_endpoints};
 use crate::store::endpoints::{circuit_of, save_circuit};
@@ -66,7 +66,9 @@ pub async fn unlock(services: &Services, who: &Principal, id: &EndpointId, backl
         detail["older_than_secs"] = secs.into();
     }
     audit::record(&txn, services, who, "endpoint.unlock", id, Some(&row.customer_id), detail).await?;
+    let row = endpoints::get(&txn, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;
+    let unlocked = views::endpoint(row, now, services.settings.breaker.window_secs as i64 * 1000);
+    idempotency::keep_answer(&txn, Some(&unlocked)).await?;
     services.pipeline.commit_and_wake(txn, Due::anything().and(announced)).await?;
-    let row = endpoints::get(&services.db, id).await?.ok_or(ServiceError::NotFound("endpoint"))?;
-    Ok(views::endpoint(row, services.now_ms(), services.settings.breaker.window_secs as i64 * 1000))
+    Ok(unlocked)
 }

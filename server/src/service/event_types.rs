@@ -9,7 +9,7 @@ use domain::request::{AnyJson, EventTypeBody, EventTypePatch, JsonSchemaDocument
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
-use super::{Principal, Result, ServiceError, Services, audit, views};
+use super::{Principal, Result, ServiceError, Services, audit, idempotency, views};
 use crate::ids;
 use crate::store::entities::event_type;
 use crate::store::page::{self, PageRequest};
@@ -57,8 +57,7 @@ pub async fn create(services: &Services, who: &Principal, body: EventTypeBody) -
     }
     let detail = json!({"name": row.name, "description": row.description, "schema": schema, "example": example});
     audit::record(&txn, services, who, "event_type.create", &row.name, Some(&row.customer_id), detail).await?;
-    txn.commit().await?;
-    Ok(views::event_type(row))
+    idempotency::commit_answering(txn, views::event_type(row)).await
 }
 
 /// The type the caller may see: a customer's own, or the admin's for the customer it names.
@@ -130,8 +129,7 @@ pub async fn update(
     detail.insert("name".into(), json!(row.name));
     let detail = Value::Object(detail);
     audit::record(&txn, services, who, "event_type.update", &row.name, Some(&row.customer_id), detail).await?;
-    txn.commit().await?;
-    Ok(views::event_type(row))
+    idempotency::commit_answering(txn, views::event_type(row)).await
 }
 
 pub async fn delete(services: &Services, who: &Principal, customer_id: Option<&str>, name: &str) -> Result<()> {
@@ -143,6 +141,7 @@ pub async fn delete(services: &Services, who: &Principal, customer_id: Option<&s
     customers::bump_routing_version(&txn, &row.customer_id).await?;
     let detail = json!({"name": row.name});
     audit::record(&txn, services, who, "event_type.delete", &row.name, Some(&row.customer_id), detail).await?;
+    idempotency::keep_answer::<()>(&txn, None).await?;
     txn.commit().await?;
     Ok(())
 }

@@ -13,7 +13,7 @@ use domain::request::{ReplayWindowBody, SendExampleBody};
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
-use super::{Principal, Result, ServiceError, Services, audit};
+use super::{Principal, Result, ServiceError, Services, audit, idempotency};
 use crate::ids::{self, new_id};
 use crate::pipeline::{Due, PublishError, StoredFilter};
 use crate::store::entities::{event, message};
@@ -82,13 +82,18 @@ pub async fn send_example(
     let example = example.ok_or_else(|| ServiceError::Conflict(format!("the type {name:?} has no example")))?;
     let ce_id = new_id("example");
     let (_, message_id) = publish_to_one(services, &sub, EXAMPLE_SOURCE, ce_id.clone(), &name, example).await?;
+    Ok(published_one(EXAMPLE_SOURCE, ce_id, &message_id))
+}
+
+/// The answer to a publish of one event that made one message.
+fn published_one(source: &str, ce_id: String, message_id: &MessageId) -> dto::PublishResult {
     let published = dto::PublishedEvent {
         id: ce_id,
-        source: EXAMPLE_SOURCE.into(),
+        source: source.into(),
         duplicate: false,
         message_ids: vec![message_id.to_string()],
     };
-    Ok(dto::PublishResult { events: vec![published] })
+    dto::PublishResult { events: vec![published] }
 }
 
 /// Where `send-example`'s events come from.
@@ -134,9 +139,11 @@ async fn publish_to_one(
     let id = msg.id.clone();
     row.add_message_id(&id);
     let event_id = row.id.clone();
+    let answer = published_one(source, row.ce_id.clone(), &id);
     let txn = services.db.begin().await?;
     events::insert_new(&txn, row).await?;
     messages::insert_many(&txn, std::slice::from_ref(&msg)).await?;
+    idempotency::keep_answer(&txn, Some(&answer)).await?;
     services.pipeline.commit_and_wake(txn, Due::anything()).await?;
     Ok((event_id, id))
 }
@@ -304,6 +311,5 @@ pub async fn replay_window(services: &Services, who: &Principal, body: ReplayWin
     }
     let txn = services.db.begin().await?;
     audit::record(&txn, services, who, "events.replay", &sub.id, Some(&sub.customer_id), detail).await?;
-    txn.commit().await?;
-    Ok(dto::ReplayResult { replayed })
+    idempotency::commit_answering(txn, dto::ReplayResult { replayed }).await
 }

@@ -5,11 +5,11 @@ use domain::ids::{MessageId, SubscriptionId};
 use domain::query::{MessageQuery, TimeParam, text_of};
 use domain::request::{BulkReplayBody, Text};
 use domain::states::MessageState;
-use sea_orm::TransactionTrait;
+use sea_orm::{DatabaseTransaction, TransactionTrait};
 use serde_json::{Value, json};
 
 use super::Services;
-use super::{Principal, Result, ServiceError, audit, views};
+use super::{Principal, Result, ServiceError, audit, idempotency, views};
 use crate::pipeline::Due;
 use crate::store::messages::MessageFilter;
 use crate::store::page::{self, PageRequest};
@@ -79,14 +79,18 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
     }
     let only_this = MessageFilter { customer_id: Some(row.customer_id.clone()), ..MessageFilter::default() };
     let change = Change { who, action: "message.replay", target: &row.id, detail: json!({"event_id": row.event_id}) };
-    if replay(services, &only_this, Some(vec![row.id.clone()]), change).await? == 0 {
+    let txn = services.db.begin().await?;
+    if replay_in(services, &txn, &only_this, Some(vec![row.id.clone()]), change).await? == 0 {
         return Err(ServiceError::Conflict(format!(
             "a {} message cannot be replayed; only dead or delivered ones",
             row.state
         )));
     }
-    let row = messages::get(&services.db, id).await?.ok_or(ServiceError::NotFound("message"))?;
-    Ok(views::message(row))
+    let row = messages::get(&txn, id).await?.ok_or(ServiceError::NotFound("message"))?;
+    let replayed = views::message(row);
+    idempotency::keep_answer(&txn, Some(&replayed)).await?;
+    services.pipeline.commit_and_wake(txn, Due::anything()).await?;
+    Ok(replayed)
 }
 
 /// Replays every dead message that matches the filter.
@@ -110,8 +114,12 @@ pub async fn replay_bulk(services: &Services, who: &Principal, body: BulkReplayB
         fields.retain(|_, v| !v.is_null());
     }
     let change = Change { who, action: "messages.replay", target: "messages", detail };
-    let replayed = replay(services, &filter, None, change).await?;
-    Ok(dto::ReplayResult { replayed })
+    let txn = services.db.begin().await?;
+    let replayed = replay_in(services, &txn, &filter, None, change).await?;
+    let answer = dto::ReplayResult { replayed };
+    idempotency::keep_answer(&txn, Some(&answer)).await?;
+    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
+    Ok(answer)
 }
 
 /// A replay as its audit row tells it.
@@ -131,13 +139,25 @@ pub(super) async fn replay(
     change: Change<'_>,
 ) -> Result<u64> {
     let txn = services.db.begin().await?;
-    let replayed = messages::replay(&txn, filter, ids, services.now_ms()).await?;
+    let replayed = replay_in(services, &txn, filter, ids, change).await?;
+    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
+    Ok(replayed)
+}
+
+/// Replays in `txn`, with the audit row when anything was replayed: how many.
+async fn replay_in(
+    services: &Services,
+    txn: &DatabaseTransaction,
+    filter: &MessageFilter,
+    ids: Option<Vec<MessageId>>,
+    change: Change<'_>,
+) -> Result<u64> {
+    let replayed = messages::replay(txn, filter, ids, services.now_ms()).await?;
     if replayed > 0 {
         let mut detail = change.detail;
         detail["replayed"] = replayed.into();
         let customer_id = filter.customer_id.as_ref();
-        audit::record(&txn, services, change.who, change.action, change.target, customer_id, detail).await?;
+        audit::record(txn, services, change.who, change.action, change.target, customer_id, detail).await?;
     }
-    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
     Ok(replayed)
 }

@@ -10,6 +10,7 @@ pub mod endpoint_health;
 pub mod endpoints;
 pub mod event_types;
 pub mod events;
+pub mod idempotency;
 pub mod liveness;
 pub mod messages;
 pub mod overview;

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::Services;
 use super::delivery_options::{self as options, ROTATION_OVERLAP_MS};
-use super::{Principal, Result, ServiceError, audit, views};
+use super::{Principal, Result, ServiceError, audit, idempotency, views};
 use crate::clock::to_utc;
 use crate::ids;
 use crate::pipeline::Due;
@@ -112,9 +112,11 @@ pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody
     }
     detail["signature"] = json!(row.signature);
     audit::record(&txn, services, who, "subscription.create", &row.id, Some(&row.customer_id), detail).await?;
-    txn.commit().await?;
     let opened = views::OpenedSecrets { secret, headers: body.headers.unwrap_or_default(), auth: body.auth };
-    Ok(views::subscription(row, opened, true))
+    let created = views::subscription(row, opened, true);
+    idempotency::keep_answer(&txn, Some(&created)).await?;
+    txn.commit().await?;
+    Ok(created)
 }
 
 /// Tries a filter on an event, storing nothing: whether it matches, or why it failed on the event.
@@ -277,8 +279,10 @@ pub async fn update(
         due = due.and_first_attempts_of(row.endpoint_id.clone());
     }
     audit::record(&txn, services, who, "subscription.update", &row.id, Some(&row.customer_id), detail).await?;
+    let updated = view(services, row, true)?;
+    idempotency::keep_answer(&txn, Some(&updated)).await?;
     services.pipeline.commit_and_wake(txn, due).await?;
-    view(services, row, true)
+    Ok(updated)
 }
 
 /// The fields a change names, with their new values (the URL's, not a secret), for its audit row.
@@ -315,6 +319,7 @@ pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -
     let announced = report_dead(&services.pipeline, &txn, &ended).await?;
     let detail = json!({"name": row.name, "url": row.url, "dead_messages": ended.len()});
     audit::record(&txn, services, who, "subscription.delete", &row.id, Some(&row.customer_id), detail).await?;
+    idempotency::keep_answer::<()>(&txn, None).await?;
     services.pipeline.commit_and_wake(txn, announced.into()).await?;
     Ok(())
 }
@@ -332,8 +337,10 @@ pub async fn rotate_secret(services: &Services, who: &Principal, id: &Subscripti
     let detail =
         json!({"name": row.name, "previous_secret_valid_until": crate::clock::to_utc(now + ROTATION_OVERLAP_MS)});
     audit::record(&txn, services, who, "subscription.rotate_secret", &row.id, Some(&row.customer_id), detail).await?;
+    let rotated = view(services, row, true)?;
+    idempotency::keep_answer(&txn, Some(&rotated)).await?;
     txn.commit().await?;
-    view(services, row, true)
+    Ok(rotated)
 }
 
 /// Seals any secret still stored in plaintext (written before secrets were sealed at rest).

@@ -12,7 +12,7 @@ use sea_orm::TransactionTrait;
 use serde_json::json;
 
 use super::Services;
-use super::{Principal, Result, ServiceError, audit};
+use super::{Principal, Result, ServiceError, audit, idempotency};
 use crate::clock::to_utc;
 use crate::ids;
 use crate::store::entities::user;
@@ -95,8 +95,7 @@ pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Res
     }
     let detail = json!({"username": row.username, "role": row.role});
     audit::record(&txn, services, who, "user.create", &row.id, row.customer_id.as_ref(), detail).await?;
-    txn.commit().await?;
-    Ok(view(row))
+    idempotency::commit_answering(txn, view(row)).await
 }
 
 fn hash_password(password: &str) -> String {

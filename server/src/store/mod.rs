@@ -15,6 +15,7 @@ pub mod entities;
 pub mod event_types;
 pub mod events;
 pub mod health;
+pub mod idempotency_keys;
 pub mod messages;
 pub mod meta;
 pub mod nodelay;

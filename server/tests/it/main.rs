@@ -13,6 +13,7 @@ mod delivery_options;
 mod filters;
 mod fuzz_cursor;
 mod fuzz_event_batch;
+mod idempotency;
 mod metrics;
 mod outage;
 mod plans;

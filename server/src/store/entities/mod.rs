@@ -7,6 +7,7 @@ pub mod customer;
 pub mod endpoint;
 pub mod event;
 pub mod event_type;
+pub mod idempotency_key;
 pub mod message;
 pub mod meta;
 pub mod process;
