@@ -31,6 +31,7 @@ class Victim:
     dead_message_id: str
     endpoint_id: str
     event_type: str  # a type of its catalog, with an example
+    replay_id: str
 
     def ids(self) -> dict[str, str]:
         return {
@@ -39,6 +40,7 @@ class Victim:
             "messages": self.dead_message_id,
             "endpoints": self.endpoint_id,
             "event-types": self.event_type,
+            "replays": self.replay_id,
         }
 
     def secrets_and_ids(self) -> list[str]:
@@ -50,6 +52,7 @@ class Victim:
             self.dead_message_id,
             self.endpoint_id,
             self.event_type,
+            self.replay_id,
             self.tenant.api_key["id"],
         ]
 
@@ -96,9 +99,18 @@ def world(herald: HeraldServer) -> Iterator[tuple[Victim, Tenant]]:
         settled(b, 1)
         by_state = {m["state"]: m for m in messages}
         endpoint = next(e for e in a.client.list_all("/api/v1/endpoints") if e["url"].endswith("/a-ok"))
+        window = {"since": "2000-01-01T00:00:00Z", "until": "2000-12-31T00:00:00Z", "subscription_id": ok["id"]}
+        replay = a.client.post("/api/v1/events/replay", json=window, expect=202).json()
         yield (
             Victim(
-                a, ok["id"], ok["secret"], by_state["delivered"]["id"], by_state["dead"]["id"], endpoint["id"], catalog_type
+                a,
+                ok["id"],
+                ok["secret"],
+                by_state["delivered"]["id"],
+                by_state["dead"]["id"],
+                endpoint["id"],
+                catalog_type,
+                replay["replay_id"],
             ),
             b,
         )
@@ -115,6 +127,7 @@ def snapshot(herald: HeraldServer, victim: Victim) -> dict[str, Any]:
         "endpoints": admin.list_all("/api/v1/endpoints", cid),
         "customers": [c for c in admin.list_all("/api/v1/customers") if c["id"] == victim.tenant.id],
         "event_types": admin.list_all("/api/v1/event-types", cid),
+        "replay": admin.get(f"/api/v1/replays/{victim.replay_id}", expect=200).json(),
     }
 
 

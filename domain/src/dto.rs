@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::states::{
-    ContentMode, EndpointState, ErrorKind, MessageState, Outcome, Role, SignatureScheme, SubscriptionStatus,
+    ContentMode, EndpointState, ErrorKind, MessageState, Outcome, ReplayKind, ReplayState, Role, SignatureScheme,
+    SubscriptionStatus,
 };
 
 #[cfg(feature = "openapi")]
@@ -367,6 +368,33 @@ pub struct AuditEntry {
 #[cfg_attr(feature = "openapi", derive(ToSchema))]
 pub struct ReplayResult {
     pub replayed: u64,
+}
+
+/// A replay job as its start answers it: done already when it was small (at most 500 events or
+/// messages), else running, with what it replayed so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct ReplayStarted {
+    /// `GET /api/v1/replays/{id}` follows it.
+    pub replay_id: String,
+    pub state: ReplayState,
+    pub replayed: u64,
+}
+
+/// A replay job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct Replay {
+    pub id: String,
+    pub kind: ReplayKind,
+    pub state: ReplayState,
+    /// Events or messages replayed so far (all of them once `done`).
+    pub replayed: u64,
+    /// What it replays, as its request said.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub request: Value,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
 }
 
 /// The logged-in dashboard user.

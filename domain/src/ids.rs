@@ -140,6 +140,8 @@ prefixed_id! {
     AuditId = "aud";
     /// A type of a customer's event-type catalog (`ety_`); the API names it by its name.
     EventTypeId = "ety";
+    /// A replay job (`rpl_`).
+    ReplayId = "rpl";
 }
 
 #[cfg(test)]

@@ -96,6 +96,15 @@ text_enum!(
     SubscriptionStatus { Active = "active", Paused = "paused" }
 );
 text_enum!(
+    /// What a replay job replays: a window of kept events to a subscription, or dead messages.
+    ReplayKind { Events = "events", Messages = "messages" }
+);
+text_enum!(
+    /// Where a replay job is: `running` until every selected event or message is replayed
+    /// (`done`), it is cancelled, or it cannot go on (`failed`: its subscription was deleted).
+    ReplayState { Running = "running", Done = "done", Failed = "failed", Cancelled = "cancelled" }
+);
+text_enum!(
     /// A dashboard user's role.
     Role { Admin = "admin", Customer = "customer" }
 );

@@ -13,7 +13,7 @@ use tower_http::trace::{DefaultOnFailure, TraceLayer};
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
-use crate::pipeline::{Lanes, Pipeline, gauges, heartbeat, retention};
+use crate::pipeline::{Lanes, Pipeline, gauges, heartbeat, replays, retention};
 use crate::secrets::{Sealer, SecretKey};
 use crate::service::Services;
 use crate::service::subscriptions::seal_plaintext_secrets;
@@ -65,6 +65,7 @@ impl Application {
         if owner.is_some() {
             // Every lease in the file is a dead process's: its messages are due now, not when the lease ends.
             let taken = store::messages::take_back_leases(&db, None, clock.now_ms()).await?;
+            store::replays::release_leases(&db, None).await?;
             if taken > 0 {
                 tracing::info!(taken, "took back the leases of a process that stopped without finishing them");
             }
@@ -116,6 +117,7 @@ impl Application {
         let lanes = with_lanes.then(|| tokio::spawn(Lanes::new(self.services.pipeline.clone()).run(shutdown.clone())));
         let sweeper =
             with_lanes.then(|| tokio::spawn(retention::run(self.services.pipeline.clone(), shutdown.clone())));
+        let replayer = with_lanes.then(|| tokio::spawn(replays::run(self.services.pipeline.clone(), shutdown.clone())));
         let url = &self.services.settings.database_url;
         let sync = self.services.settings.sqlite_synchronous;
         let gauges = with_lanes.then(|| {
@@ -147,6 +149,9 @@ impl Application {
         }
         if let Some(sweeper) = sweeper {
             let _ = sweeper.await;
+        }
+        if let Some(replayer) = replayer {
+            let _ = replayer.await;
         }
         if let Some(gauges) = gauges {
             let _ = gauges.await;

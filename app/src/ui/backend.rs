@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId};
+use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, ReplayId, SubscriptionId};
 use domain::policy::RetryPolicy;
 use domain::request::{
     EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReplayWindowBody, SendExampleBody, SubscriptionBody,
@@ -65,8 +65,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError>;
     async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageDetail, UiError>;
     async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError>;
-    /// Replays the dead messages that match; returns how many.
-    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError>;
+    /// Starts replaying the dead messages that match.
+    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<ReplayStarted, UiError>;
+    /// A replay job, and its cancel.
+    async fn replay_job(&self, v: &Viewer, id: &ReplayId) -> Result<Replay, UiError>;
+    async fn cancel_replay(&self, v: &Viewer, id: &ReplayId) -> Result<Replay, UiError>;
 
     /// The subscriptions a filter or form offers (for the admin, of `customer_id` when given).
     async fn subscription_choices(&self, v: &Viewer, customer_id: Option<String>) -> Result<Vec<Choice>, UiError>;
@@ -79,8 +82,8 @@ pub trait Backend: Send + Sync + 'static {
         filter: ArchiveFilter,
         cursor: Option<String>,
     ) -> Result<Page<EventEntry>, UiError>;
-    /// Returns how many messages were made.
-    async fn replay_window(&self, v: &Viewer, body: ReplayWindowBody) -> Result<u64, UiError>;
+    /// Starts replaying a window of the archive to a subscription.
+    async fn replay_window(&self, v: &Viewer, body: ReplayWindowBody) -> Result<ReplayStarted, UiError>;
     /// When each attempt of a retry policy starts if all fail.
     async fn schedule(&self, v: &Viewer, policy: &RetryPolicy) -> Result<Preview, UiError>;
 

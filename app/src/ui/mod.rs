@@ -73,6 +73,7 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/endpoints") view=EndpointsPage ssr=SsrMode::Async/>
                 <Route path=path!("/endpoints/:id") view=EndpointPage ssr=SsrMode::Async/>
                 <Route path=path!("/dead-letters") view=DeadLettersPage ssr=SsrMode::Async/>
+                <Route path=path!("/replays/:id") view=ReplayPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin/customers") view=CustomersPage ssr=SsrMode::Async/>
                 <Route path=path!("/admin/audit") view=AuditPage ssr=SsrMode::Async/>
             </Routes>

@@ -194,8 +194,8 @@ pub async fn replay_window(
         ("source", text(source)),
     ])
     .map_err(invalid)?;
-    let replayed = backend.replay_window(&v, body).await.map_err(fail)?;
-    leptos_axum::redirect(&format!("/events?replayed={replayed}"));
+    let started = backend.replay_window(&v, body).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/replays/{}", urlencode(&started.replay_id)));
     Ok(())
 }
 
@@ -487,24 +487,23 @@ pub async fn replay_dead(
         until: text(until),
         customer_id: None,
     };
-    // Back to the same filter, so the page shows what was replayed.
-    let back = {
-        let mut query = url::form_urlencoded::Serializer::new(String::new());
-        for (key, value) in [
-            ("subscription_id", &filter.subscription_id),
-            ("event_type", &filter.event_type),
-            ("since", &filter.since),
-            ("until", &filter.until),
-        ] {
-            if let Some(value) = value {
-                query.append_pair(key, value);
-            }
-        }
-        query.finish()
-    };
-    let replayed = backend.replay_dead(&v, filter).await.map_err(fail)?;
-    let separator = if back.is_empty() { "" } else { "&" };
-    leptos_axum::redirect(&format!("/dead-letters?{back}{separator}replayed={replayed}"));
+    let started = backend.replay_dead(&v, filter).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/replays/{}", urlencode(&started.replay_id)));
+    Ok(())
+}
+
+#[server]
+pub async fn get_replay(id: String) -> Result<Replay, ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.replay_job(&v, &id.as_str().into()).await.map_err(fail)
+}
+
+/// Cancels a running replay; back to its page.
+#[server]
+pub async fn cancel_replay(id: String) -> Result<(), ServerFnError> {
+    let (backend, v) = viewer().await?;
+    backend.cancel_replay(&v, &id.as_str().into()).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/replays/{}", urlencode(&id)));
     Ok(())
 }
 

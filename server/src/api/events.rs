@@ -17,7 +17,7 @@ use super::problem::ApiResult;
 use super::rate_limit::PublishPermit;
 use super::schemas::{EventReadErrors, ListErrors, PublishErrors, WindowReplayErrors};
 use super::state::ApiState;
-use crate::service::{Principal, events};
+use crate::service::{Principal, events, replays};
 
 pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::default()
@@ -80,12 +80,13 @@ async fn event_named_replay(
 }
 
 #[utoipa::path(post, path = "/api/v1/events/replay", tag = "events", request_body = ReplayWindowBody,
-    responses((status = 202, description = "How many new messages the window's events got", body = dto::ReplayResult),
-        WindowReplayErrors))]
+    responses((status = 202, description = "The replay job, stored: `done` with its final count (the new messages the \
+        window's events got) when the window had at most 500 events, else `running` (follow it at \
+        `GET /api/v1/replays/{replay_id}`)", body = dto::ReplayStarted), WindowReplayErrors))]
 async fn replay_window(
     State(s): State<ApiState>,
     who: Principal,
     Body(body): Body<ReplayWindowBody>,
-) -> ApiResult<(StatusCode, Json<dto::ReplayResult>)> {
-    Ok((StatusCode::ACCEPTED, Json(events::replay_window(&s, &who, body).await?)))
+) -> ApiResult<(StatusCode, Json<dto::ReplayStarted>)> {
+    Ok((StatusCode::ACCEPTED, Json(replays::start_events(&s, &who, body).await?)))
 }

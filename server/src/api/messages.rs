@@ -16,7 +16,7 @@ use super::extract::{Body, Params};
 use super::problem::ApiResult;
 use super::schemas::{BodyErrors, ListErrors, ReadErrors, ReplayErrors};
 use super::state::ApiState;
-use crate::service::{Principal, messages};
+use crate::service::{Principal, messages, replays};
 
 pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::default()
@@ -60,11 +60,12 @@ async fn replay_one(
 }
 
 #[utoipa::path(post, path = "/api/v1/messages/replay", tag = "messages", request_body = BulkReplayBody,
-    responses((status = 202, description = "How many dead messages are due again", body = dto::ReplayResult), BodyErrors))]
+    responses((status = 202, description = "The replay job, stored: `done` with its final count when it had at most 500 \
+        dead messages, else `running` (follow it at `GET /api/v1/replays/{replay_id}`)", body = dto::ReplayStarted), BodyErrors))]
 async fn replay_bulk(
     State(s): State<ApiState>,
     who: Principal,
     Body(body): Body<BulkReplayBody>,
-) -> ApiResult<(StatusCode, Json<dto::ReplayResult>)> {
-    Ok((StatusCode::ACCEPTED, Json(messages::replay_bulk(&s, &who, body).await?)))
+) -> ApiResult<(StatusCode, Json<dto::ReplayStarted>)> {
+    Ok((StatusCode::ACCEPTED, Json(replays::start_messages(&s, &who, body).await?)))
 }

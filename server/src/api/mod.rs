@@ -13,6 +13,7 @@ pub mod limits;
 mod messages;
 pub mod problem;
 pub mod rate_limit;
+mod replays;
 mod schemas;
 pub mod state;
 mod subscriptions;
@@ -41,6 +42,7 @@ fn routes() -> OpenApiRouter<ApiState> {
         .merge(event_types::router())
         .merge(messages::router())
         .merge(endpoints::router())
+        .merge(replays::router())
 }
 
 /// The OpenAPI document of every route, made once.
@@ -87,8 +89,9 @@ impl Modify for BearerAuth {
     components(schemas(
         problem::Problem, domain::errors::FieldError, domain::policy::RetryPolicy, domain::request::SubscriptionPatch, domain::request::EventTypePatch, dto::Customer, dto::ApiKeyCreated, dto::ApiKey, dto::User, dto::Subscription, dto::PublishResult,
         dto::PublishedEvent, dto::Event, dto::EventDetail, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
-        dto::PreviewAttempt, dto::AuditEntry, dto::ReplayResult, states::MessageState, states::Outcome,
+        dto::PreviewAttempt, dto::AuditEntry, dto::ReplayStarted, dto::Replay, states::MessageState, states::Outcome,
         states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,
+        states::ReplayKind, states::ReplayState,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = []))

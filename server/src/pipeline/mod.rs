@@ -26,6 +26,7 @@ mod job;
 mod lanes;
 pub mod operational;
 mod recorder;
+pub mod replays;
 pub mod retention;
 mod retry_times;
 mod routes;
@@ -102,6 +103,8 @@ pub struct Parts {
     pub gauges: Arc<gauges::Latest>,
     /// Each paced endpoint's next turn, shared by both lanes.
     pub paces: EndpointPaces,
+    /// Wakes this process's replay runner when a job is stored.
+    pub replay_wake: Arc<tokio::sync::Notify>,
     intake: Intake,
 }
 
@@ -154,7 +157,22 @@ impl Pipeline {
             spans: spans.clone(),
         });
         let (gauges, paces) = (Arc::default(), EndpointPaces::default());
-        let parts = Parts { db, settings, clock, sealer, wake, handoff, health, process, spans, gauges, paces, intake };
+        let replay_wake = Arc::default();
+        let parts = Parts {
+            db,
+            settings,
+            clock,
+            sealer,
+            wake,
+            handoff,
+            health,
+            process,
+            spans,
+            gauges,
+            paces,
+            replay_wake,
+            intake,
+        };
         Pipeline(Arc::new(parts))
     }
 

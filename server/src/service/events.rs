@@ -5,22 +5,20 @@
 use domain::dto;
 use domain::errors::FieldError;
 use domain::event::CloudEvent;
-use domain::filter::Message;
 use domain::ids::{CustomerId, EventId, MessageId, SubscriptionId};
-use domain::operational;
 use domain::query::{EventQuery, TimeParam, text_of};
-use domain::request::{ReplayWindowBody, SendExampleBody};
+use domain::request::SendExampleBody;
 use sea_orm::TransactionTrait;
 use serde_json::{Value, json};
 
-use super::{Principal, Result, ServiceError, Services, audit, idempotency};
+use super::{Principal, Result, ServiceError, Services, idempotency};
 use crate::ids::{self, new_id};
-use crate::pipeline::{Due, PublishError, StoredFilter};
-use crate::store::entities::{event, message};
+use crate::pipeline::{Due, PublishError};
+use crate::store::entities::event;
 use crate::store::events::EventFilter;
-use crate::store::messages::{message_for, pending_message};
+use crate::store::messages::pending_message;
 use crate::store::page::{self, PageRequest};
-use crate::store::subscriptions::{event_types, policy_of};
+use crate::store::subscriptions::policy_of;
 use crate::store::{self, customers, events, messages, subscriptions};
 
 pub async fn publish(
@@ -148,11 +146,6 @@ async fn publish_to_one(
     Ok((event_id, id))
 }
 
-/// The longest window a replay covers.
-const MAX_WINDOW_MS: i64 = 366 * 86_400_000;
-/// Events read, and messages written, per transaction of a replay.
-const REPLAY_BATCH: u64 = 500;
-
 /// `since` and `until` as a window, `until` after `since` when both are given.
 fn window(since: Option<TimeParam>, until: Option<TimeParam>) -> Result<(Option<i64>, Option<i64>)> {
     let (since_ms, until_ms) = (since.map(|TimeParam(ms)| ms), until.map(|TimeParam(ms)| ms));
@@ -243,73 +236,4 @@ pub async fn get(
     let row = found.pop().ok_or(ServiceError::NotFound("event"))?;
     let event = serde_json::from_str(&row.payload).unwrap_or(Value::Null);
     Ok(dto::EventDetail { summary: summary(&row), event })
-}
-
-/// Gives every kept event published in `[since, until)` that the subscription
-/// accepts (narrowed by `event_types` and `source`) a new message for it: a new
-/// id, a fresh attempt budget and TTL, whether or not it had one before. Written
-/// a few hundred at a time, each batch in its own transaction.
-pub async fn replay_window(services: &Services, who: &Principal, body: ReplayWindowBody) -> Result<dto::ReplayResult> {
-    let (since, until) = (body.since.text, body.until.text);
-    let (since_ms, until_ms) = (body.since.ms, body.until.ms);
-    if since_ms >= until_ms {
-        return Err(ServiceError::field("until", "must be after since"));
-    }
-    if until_ms - since_ms > MAX_WINDOW_MS {
-        return Err(ServiceError::field("until", "the window is at most 366 days"));
-    }
-    let only_types = body.event_types.map(|types| types.0);
-    let source = body.source.map(|source| source.0);
-    let sub = subscriptions::get(&services.db, &body.subscription_id)
-        .await?
-        .filter(|s| who.sees(&s.customer_id))
-        .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;
-    let listed = event_types(&sub.event_types);
-    let stored_filter = sub.filter.as_deref().map(StoredFilter::compile);
-    let accepts = |row: &event::Model| {
-        let event_type = row.event_type.as_str();
-        listed.iter().any(|t| operational::type_matches(t, event_type))
-            && only_types.as_ref().is_none_or(|only| only.iter().any(|t| t == event_type))
-            && stored_filter.as_ref().is_none_or(|f| row.cloud_event().is_some_and(|e| f.matches(&Message::of(&e))))
-    };
-    let ttl_ms = policy_of(&sub).ttl_secs as i64 * 1000;
-    let filter = EventFilter {
-        customer_id: Some(sub.customer_id.clone()),
-        source: source.clone(),
-        event_type: None,
-        since_ms: Some(since_ms),
-        until_ms: Some(until_ms),
-    };
-    let mut replayed = 0u64;
-    let mut after: Option<EventId> = None;
-    loop {
-        let batch = events::oldest_first(&services.db, &filter, after.as_ref(), REPLAY_BATCH).await?;
-        let Some(last) = batch.last() else { break };
-        after = Some(last.id.clone());
-        let now = services.now_ms();
-        let new_messages: Vec<message::Model> =
-            batch.iter().filter(|e| accepts(e)).map(|e| message_for(e, &sub, ttl_ms, now)).collect();
-        if !new_messages.is_empty() {
-            let listed: Vec<(EventId, MessageId)> =
-                new_messages.iter().map(|m| (m.event_id.clone(), m.id.clone())).collect();
-            replayed += new_messages.len() as u64;
-            let txn = services.db.begin().await?;
-            messages::insert_many(&txn, &new_messages).await?;
-            events::add_message_ids(&txn, &listed).await?;
-            services.pipeline.commit_and_wake(txn, Due::first_attempts_of(sub.endpoint_id.clone())).await?;
-        }
-        if (batch.len() as u64) < REPLAY_BATCH {
-            break;
-        }
-    }
-    let mut detail = json!({"since": since, "until": until, "replayed": replayed});
-    if let Some(types) = only_types {
-        detail["event_types"] = json!(types);
-    }
-    if let Some(source) = source {
-        detail["source"] = json!(source);
-    }
-    let txn = services.db.begin().await?;
-    audit::record(&txn, services, who, "events.replay", &sub.id, Some(&sub.customer_id), detail).await?;
-    idempotency::commit_answering(txn, dto::ReplayResult { replayed }).await
 }

@@ -3,8 +3,6 @@
 use domain::dto;
 use domain::ids::{MessageId, SubscriptionId};
 use domain::query::{MessageQuery, TimeParam, text_of};
-use domain::request::{BulkReplayBody, Text};
-use domain::states::MessageState;
 use sea_orm::{DatabaseTransaction, TransactionTrait};
 use serde_json::{Value, json};
 
@@ -91,35 +89,6 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
     idempotency::keep_answer(&txn, Some(&replayed)).await?;
     services.pipeline.commit_and_wake(txn, Due::anything()).await?;
     Ok(replayed)
-}
-
-/// Replays every dead message that matches the filter.
-pub async fn replay_bulk(services: &Services, who: &Principal, body: BulkReplayBody) -> Result<dto::ReplayResult> {
-    let filter = MessageFilter {
-        ids: None,
-        customer_id: who.customer_filter(body.customer_id.as_deref()),
-        subscription_id: body.subscription_id.clone(),
-        state: Some(MessageState::Dead),
-        event_type: body.event_type.as_ref().map(|Text(t)| t.clone()),
-        since_ms: body.since.as_ref().map(|t| t.ms),
-        until_ms: body.until.as_ref().map(|t| t.ms),
-    };
-    // The request as the admin or customer made it, for the audit row.
-    let mut detail = json!({
-        "customer_id": body.customer_id, "subscription_id": body.subscription_id,
-        "state": MessageState::Dead, "event_type": body.event_type.map(|Text(t)| t),
-        "since": body.since.map(|t| t.text), "until": body.until.map(|t| t.text),
-    });
-    if let Some(fields) = detail.as_object_mut() {
-        fields.retain(|_, v| !v.is_null());
-    }
-    let change = Change { who, action: "messages.replay", target: "messages", detail };
-    let txn = services.db.begin().await?;
-    let replayed = replay_in(services, &txn, &filter, None, change).await?;
-    let answer = dto::ReplayResult { replayed };
-    idempotency::keep_answer(&txn, Some(&answer)).await?;
-    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
-    Ok(answer)
 }
 
 /// A replay as its audit row tells it.

@@ -15,6 +15,7 @@ pub mod liveness;
 pub mod messages;
 pub mod overview;
 pub mod policies;
+pub mod replays;
 pub mod subscriptions;
 pub mod users;
 pub mod views;

@@ -24,6 +24,7 @@ pub mod owner;
 pub mod page;
 pub mod processes;
 pub mod recordset;
+pub mod replays;
 pub mod retention;
 pub mod sessions;
 pub mod subscriptions;

@@ -60,7 +60,8 @@ pub async fn alive(db: &impl ConnectionTrait, since_ms: i64) -> Result<u64, DbEr
 /// forgets the process. Returns how many messages were taken back.
 pub async fn take_back(db: &impl ConnectionTrait, number: i32, now_ms: i64) -> Result<u64, DbErr> {
     let tokens = i64::from(number) << 32..(i64::from(number) + 1) << 32;
-    let taken = messages::take_back_leases(db, Some(tokens), now_ms).await?;
+    let taken = messages::take_back_leases(db, Some(tokens.clone()), now_ms).await?;
+    super::replays::release_leases(db, Some(tokens)).await?;
     Processes::delete_many().filter(Column::Number.eq(number)).exec(db).await?;
     Ok(taken)
 }

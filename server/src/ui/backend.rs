@@ -10,7 +10,7 @@ use app::ui::backend::{ArchiveFilter, Backend, LogFilter};
 use async_trait::async_trait;
 use axum::http::request::Parts;
 use domain::dto::*;
-use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, SubscriptionId, UserId};
+use domain::ids::{ApiKeyId, CustomerId, EndpointId, MessageId, ReplayId, SubscriptionId, UserId};
 use domain::policy::RetryPolicy;
 use domain::query::{AuditQuery, EventQuery, MessageQuery, ReadQuery};
 use domain::request::{
@@ -21,7 +21,7 @@ use tower_sessions::Session;
 
 use crate::service::{
     self, Principal, ServiceError, Services, audit, console, customers, endpoint_health, endpoints, event_types,
-    events, messages, policies, subscriptions, users,
+    events, messages, policies, replays, subscriptions, users,
 };
 
 const USER_KEY: &str = "user_id";
@@ -206,7 +206,7 @@ impl Backend for DashboardBackend {
         messages::replay_one(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<u64, UiError> {
+    async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<ReplayStarted, UiError> {
         // The filter's fields read as the bulk replay's body reads them.
         let body = BulkReplayBody::read_form(&[
             ("state", Some("dead".into())),
@@ -216,7 +216,15 @@ impl Backend for DashboardBackend {
             ("until", filter.until),
         ])
         .map_err(|errors| UiError::invalid(&errors))?;
-        Ok(messages::replay_bulk(&self.services, &principal(v), body).await.map_err(ui_error)?.replayed)
+        replays::start_messages(&self.services, &principal(v), body).await.map_err(ui_error)
+    }
+
+    async fn replay_job(&self, v: &Viewer, id: &ReplayId) -> Result<Replay, UiError> {
+        replays::get(&self.services, &principal(v), id).await.map_err(ui_error)
+    }
+
+    async fn cancel_replay(&self, v: &Viewer, id: &ReplayId) -> Result<Replay, UiError> {
+        replays::cancel(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
     async fn subscription_choices(&self, v: &Viewer, customer_id: Option<String>) -> Result<Vec<Choice>, UiError> {
@@ -255,8 +263,8 @@ impl Backend for DashboardBackend {
         console::event_entries(&self.services, &who, page).await.map_err(ui_error)
     }
 
-    async fn replay_window(&self, v: &Viewer, body: ReplayWindowBody) -> Result<u64, UiError> {
-        Ok(events::replay_window(&self.services, &principal(v), body).await.map_err(ui_error)?.replayed)
+    async fn replay_window(&self, v: &Viewer, body: ReplayWindowBody) -> Result<ReplayStarted, UiError> {
+        replays::start_events(&self.services, &principal(v), body).await.map_err(ui_error)
     }
 
     async fn schedule(&self, _v: &Viewer, policy: &RetryPolicy) -> Result<Preview, UiError> {

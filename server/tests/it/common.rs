@@ -195,7 +195,12 @@ impl TestApp {
 
     /// Publishes `count` events in one CloudEvents batch; returns the HTTP status.
     pub async fn publish_batch(&self, token: &str, count: usize) -> u16 {
-        let batch: Vec<Value> = (0..count)
+        self.publish_numbered(token, 0..count).await
+    }
+
+    /// Publishes the events numbered `numbers` (ids `e<n>`, type `t`) in one batch; returns the HTTP status.
+    pub async fn publish_numbered(&self, token: &str, numbers: std::ops::Range<usize>) -> u16 {
+        let batch: Vec<Value> = numbers
             .map(|i| json!({"specversion": "1.0", "id": format!("e{i}"), "source": "/b", "type": "t"}))
             .collect();
         let resp = self

@@ -19,6 +19,7 @@ mod outage;
 mod plans;
 mod recovery;
 mod reliability;
+mod replays;
 mod routing;
 mod schema;
 mod search;

@@ -40,13 +40,6 @@ pub fn EventsPage() -> impl IntoView {
     let replay = ServerAction::<ReplayWindow>::new();
     view! {
         <Frame title="Events">
-            {move || query.read().get("replayed").map(|n| view! {
-                <p class="notice" role="status">{match n.as_str() {
-                    "0" => "No kept event of that window is one the subscription accepts: nothing was replayed.".to_string(),
-                    "1" => "1 event was replayed: its new message is due now.".to_string(),
-                    n => format!("{n} events were replayed: their new messages are due now."),
-                }}</p>
-            })}
             <form method="get" class="filters" role="search">
                 <label>"Event id" <input name="event_id" value=value("event_id")/></label>
                 <Suspense fallback=|| ()>

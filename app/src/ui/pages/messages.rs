@@ -162,12 +162,6 @@ pub fn DeadLettersPage() -> impl IntoView {
     let value = move |k: &str| query.read_untracked().get(k).unwrap_or_default();
     view! {
         <Frame title="Dead letters">
-            {move || query.read().get("replayed").map(|n| view! {
-                <p class="notice" role="status">{
-                    if n == "1" { "1 dead message was replayed: it is due now.".to_string() }
-                    else { format!("{n} dead messages were replayed: they are due now.") }
-                }</p>
-            })}
             {action_error(replay.value())}
             <FilterForm with_state=false/>
             <ActionForm action=replay attr:class="bulk">

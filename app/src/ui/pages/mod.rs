@@ -7,6 +7,7 @@ mod events;
 mod login;
 mod messages;
 mod overview;
+mod replays;
 mod subscription_delivery;
 mod subscriptions;
 
@@ -17,4 +18,5 @@ pub use events::EventsPage;
 pub use login::{LoginPage, NotFoundPage};
 pub use messages::{DeadLettersPage, MessagePage, MessagesPage};
 pub use overview::OverviewPage;
+pub use replays::ReplayPage;
 pub use subscriptions::{SubscriptionPage, SubscriptionsPage};

@@ -11,6 +11,7 @@ pub mod idempotency_key;
 pub mod message;
 pub mod meta;
 pub mod process;
+pub mod replay;
 pub mod session;
 pub mod subscription;
 pub mod user;

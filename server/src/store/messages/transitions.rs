@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use domain::ids::{EndpointId, MessageId, SubscriptionId};
 use domain::states::{EndpointState, MessageState};
@@ -126,6 +126,21 @@ pub async fn replay(
         update = update.filter(Column::Id.is_in(ids));
     }
     Ok(update.exec(db).await?.rows_affected)
+}
+
+/// The ids of the first `limit` messages the filter selects after `after`, in id order: a
+/// replay job's next batch.
+pub async fn ids_after(
+    db: &impl ConnectionTrait,
+    filter: &MessageFilter,
+    after: Option<&MessageId>,
+    limit: u64,
+) -> Result<Vec<MessageId>, DbErr> {
+    let mut query = Messages::find().select_only().column(Column::Id).filter(filter.condition());
+    if let Some(after) = after {
+        query = query.filter(Column::Id.gt(after.clone()));
+    }
+    query.order_by_asc(Column::Id).limit(limit).into_tuple().all(db).await
 }
 
 /// Holds every waiting message of an endpoint that just locked; each is due
