@@ -112,6 +112,31 @@ impl Api {
         call(req, "create event type").await.map(drop)
     }
 
+    /// A paused subscription to one event type: its messages are held, never sent.
+    pub async fn subscribe_paused(&self, url: &str, event_type: &str) -> Result<String> {
+        let body = json!({"name": "bench paused", "url": url, "event_types": [event_type], "status": "paused"});
+        let req = self.client.post(format!("{}/api/v1/subscriptions", self.base)).bearer_auth(&self.token).json(&body);
+        string(&call(req, "create paused subscription").await?, "id", "create paused subscription")
+    }
+
+    /// Starts replaying every kept event of the last day to the subscription; the job's id.
+    pub async fn replay_window(&self, subscription_id: &str) -> Result<String> {
+        let now = chrono::Utc::now();
+        let body = json!({
+            "subscription_id": subscription_id,
+            "since": (now - chrono::Duration::days(1)).to_rfc3339(),
+            "until": (now + chrono::Duration::minutes(10)).to_rfc3339(),
+        });
+        let req = self.client.post(format!("{}/api/v1/events/replay", self.base)).bearer_auth(&self.token).json(&body);
+        string(&call(req, "start a replay").await?, "replay_id", "start a replay")
+    }
+
+    /// A replay job as `GET /api/v1/replays/{id}` answers it.
+    pub async fn replay_job(&self, id: &str) -> Result<serde_json::Value> {
+        let req = self.client.get(format!("{}/api/v1/replays/{id}", self.base)).bearer_auth(&self.token);
+        call(req, "read a replay").await
+    }
+
     /// Points a subscription (and its waiting messages) at another URL.
     pub async fn move_subscription(&self, id: &str, url: &str) -> Result<()> {
         let req = self

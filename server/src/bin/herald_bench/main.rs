@@ -53,6 +53,10 @@ pub enum Scenario {
     /// --paced-events, beside the measured load's unpaced ones: the paced endpoints' largest count
     /// in any second, and the measured load's p99 against steady's.
     Paced,
+    /// --replay-events kept events replayed to a paused subscription (a durable job, started just
+    /// before the measured load): the job's rate during the load and to its end, and the measured
+    /// load's p99 against steady's.
+    Replay,
     /// steady, dead-endpoint, backlog and idle.
     All,
 }
@@ -99,6 +103,9 @@ pub struct Opts {
     /// Events of the paced scenario's backlog (each goes to its four paced endpoints).
     #[arg(long, default_value_t = 2_000)]
     pub paced_events: usize,
+    /// Kept events the replay scenario replays.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub replay_events: usize,
     /// Where to write the results as JSON.
     #[arg(long, default_value = "bench-results.json")]
     pub json: PathBuf,
@@ -225,6 +232,7 @@ async fn run(opts: Opts) -> Result<()> {
         Scenario::Idle => &[Scenario::Idle],
         Scenario::DeadBurst => &[Scenario::Steady, Scenario::DeadBurst],
         Scenario::Paced => &[Scenario::Steady, Scenario::Paced],
+        Scenario::Replay => &[Scenario::Steady, Scenario::Replay],
         // Measured above, on its own terms.
         Scenario::Retention | Scenario::History => &[],
         Scenario::All => &[Scenario::Steady, Scenario::DeadEndpoint, Scenario::Backlog, Scenario::Idle],

@@ -55,6 +55,11 @@ pub struct Row {
     /// paced: the pace set, and the largest count of a paced endpoint's arrivals within any second.
     pub pace_per_s: Option<u32>,
     pub paced_max_per_s: Option<u64>,
+    /// replay: the events the job replayed by the end of the measured load, at what rate, and
+    /// the seconds it took to replay all of them (`None` if it had not ended 15 minutes later).
+    pub replayed_during_load: Option<u64>,
+    pub replay_per_s_during_load: Option<f64>,
+    pub replay_total_secs: Option<f64>,
 }
 
 pub fn name(s: Scenario) -> &'static str {
@@ -67,6 +72,7 @@ pub fn name(s: Scenario) -> &'static str {
         Scenario::Retention => "retention",
         Scenario::History => "history",
         Scenario::Paced => "paced",
+        Scenario::Replay => "replay",
         Scenario::All => "all",
     }
 }
@@ -127,6 +133,9 @@ pub fn row(
         sweep_per_s: None,
         pace_per_s: None,
         paced_max_per_s: None,
+        replayed_during_load: None,
+        replay_per_s_during_load: None,
+        replay_total_secs: None,
     }
 }
 
@@ -148,6 +157,8 @@ pub struct Comparisons {
     pub dead_burst_p99_ratio: Option<f64>,
     /// The measured load's p99 beside paced endpoints ÷ steady p99 (target ≤ 1.2).
     pub paced_p99_ratio: Option<f64>,
+    /// The measured load's p99 while a replay job runs ÷ steady p99 (target ≤ 1.5).
+    pub replay_p99_ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -172,6 +183,9 @@ impl BenchSummary {
             if let Some(burst) = find("dead-burst") {
                 c.dead_burst_throughput_ratio = ratio(burst.deliveries_per_s, steady.deliveries_per_s);
                 c.dead_burst_p99_ratio = ratio(burst.p99_ms, steady.p99_ms);
+            }
+            if let Some(replay) = find("replay") {
+                c.replay_p99_ratio = ratio(replay.p99_ms, steady.p99_ms);
             }
             if let Some(paced) = find("paced") {
                 c.paced_p99_ratio = ratio(paced.p99_ms, steady.p99_ms);
@@ -276,6 +290,18 @@ impl BenchSummary {
                 r.paced_max_per_s.unwrap_or(0),
                 r.pace_per_s.unwrap_or(0),
                 c.paced_p99_ratio.unwrap_or(0.0),
+            );
+        }
+        for r in self.runs.iter().filter(|r| r.scenario == "replay") {
+            let total = r.replay_total_secs.map_or("did not end within 15 minutes".into(), |secs| {
+                format!("all {} in {secs:.1} s ({:.0}/s)", r.preloaded_messages, r.preloaded_messages as f64 / secs)
+            });
+            println!(
+                "replay: {} events replayed during the load, {:.0}/s (target >= 5000 on SQLite); {total}; the load's \
+                 p99 {:.2} x steady (target <= 1.5)",
+                r.replayed_during_load.unwrap_or(0),
+                r.replay_per_s_during_load.unwrap_or(0.0),
+                c.replay_p99_ratio.unwrap_or(0.0),
             );
         }
         if let (Some(p50), Some(p99)) = (c.idle_p50_ms, c.idle_p99_ms) {

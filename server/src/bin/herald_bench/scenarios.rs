@@ -19,6 +19,11 @@ use crate::{Opts, Result, Scenario};
 const PREP_TYPE: &str = "bench.prep";
 const LATER_TYPE: &str = "bench.later";
 const PACED_TYPE: &str = "bench.paced";
+const ARCHIVE_TYPE: &str = "bench.archive";
+/// Events per request of the replay scenario's archive (no subscription takes them when published).
+const ARCHIVE_BATCH: usize = 1000;
+/// How long the replay scenario waits for its job to end after the measured load.
+const REPLAY_END_WAIT: Duration = Duration::from_secs(15 * 60);
 /// The paced scenario's paced endpoints.
 const PACED_ENDPOINTS: usize = 4;
 /// Preparation fans each event out to this many endpoints: herald bounds the
@@ -137,6 +142,8 @@ async fn drive(
     let started = Instant::now();
     let burst_ns = crate::now_ns();
     let (preloaded, _blackhole) = prepare(scenario, opts, &api, receiver, dead).await?;
+    // The replay starts last, so that the measured load runs beside it from its first batch.
+    let replay = if scenario == Scenario::Replay { Some(start_replay(&api, receiver).await?) } else { None };
     let prep_secs = (preloaded > 0).then(|| started.elapsed().as_secs_f64());
     if let Some(secs) = prep_secs {
         eprintln!("preparation: {preloaded} messages in {secs:.1} s");
@@ -161,6 +168,9 @@ async fn drive(
     }
     if scenario == Scenario::DeadBurst {
         record_dead_burst(&mut row, receiver, preloaded, burst_ns).await;
+    }
+    if let Some(replay) = replay {
+        record_replay(&mut row, &api, replay).await?;
     }
     if scenario == Scenario::Paced {
         row.pace_per_s = Some(opts.pace);
@@ -227,6 +237,10 @@ async fn prepare(
             // A backlog that outlasts the measured load, published just before it.
             publish_prep(api, PACED_TYPE, opts.paced_events).await?;
             (0, None)
+        }
+        Scenario::Replay => {
+            publish_archive(api, opts.replay_events).await?;
+            (opts.replay_events, None)
         }
         Scenario::Backlog => {
             for k in 0..PREP_FANOUT {
@@ -318,6 +332,59 @@ async fn removed_messages(client: &reqwest::Client, herald: &Herald) -> Result<u
     let series = "herald_retention_removed_total{kind=\"messages\"}";
     Ok(text.lines().find_map(|l| l.strip_prefix(series)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0)
         as u64)
+}
+
+/// `count` events no subscription takes, in batches of a thousand, for the replay to find kept.
+async fn publish_archive(api: &Api, count: usize) -> Result<()> {
+    let target = Target {
+        url: format!("{}/api/v1/events", api.base),
+        bearer: Some(api.token.clone()),
+        content_type: BATCH,
+        id_prefix: None,
+    };
+    let body = Arc::new(move |b: usize| {
+        let to = ((b + 1) * ARCHIVE_BATCH).min(count);
+        Bytes::from(publisher::batch("archive", ARCHIVE_TYPE, b * ARCHIVE_BATCH, to))
+    });
+    let sent = publisher::post_all(&api.client, &target, count.div_ceil(ARCHIVE_BATCH), 4, body, false).await;
+    match publisher::failures(&sent) {
+        (0, _) => Ok(()),
+        (n, first) => Err(format!("archive: {n} publishes failed, first: {}", first.unwrap_or_default()).into()),
+    }
+}
+
+/// A paused subscription to the archive's type, and a replay of every kept event to it: the job's
+/// id and when it started. Its messages are held, so the job's own work is what runs beside the load.
+async fn start_replay(api: &Api, receiver: &Receiver) -> Result<(String, Instant)> {
+    let sub = api.subscribe_paused(&receiver.url("/archive"), ARCHIVE_TYPE).await?;
+    let started = Instant::now();
+    Ok((api.replay_window(&sub).await?, started))
+}
+
+/// How far the replay got by the end of the load, and how long it took to end.
+async fn record_replay(row: &mut Row, api: &Api, (id, started): (String, Instant)) -> Result<()> {
+    let job = api.replay_job(&id).await?;
+    let replayed = job["replayed"].as_u64().unwrap_or(0);
+    row.replayed_during_load = Some(replayed);
+    row.replay_per_s_during_load = Some(replayed as f64 / started.elapsed().as_secs_f64());
+    let mut last_print = Instant::now();
+    while started.elapsed() < REPLAY_END_WAIT {
+        let job = api.replay_job(&id).await?;
+        if job["state"] != "running" {
+            let at = |key: &str| job[key].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+            row.replay_total_secs = match (at("created_at"), at("finished_at")) {
+                (Some(from), Some(to)) => Some((to - from).num_milliseconds() as f64 / 1000.0),
+                _ => None,
+            };
+            return Ok(());
+        }
+        if last_print.elapsed() >= Duration::from_secs(10) {
+            eprintln!("  replay: {} of {} events", job["replayed"], row.preloaded_messages);
+            last_print = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
 }
 
 /// `--retries` messages to the blackhole, all in retry: their first attempts fail fast
