@@ -882,8 +882,8 @@ def test_an_endpoint_page_shows_health_groups_failures_and_replays_a_group(world
 
     receiver.answer(path, 200)
     tab.submit(group.get_by_role("button", name="Replay its 1 dead message"), "group-replayed")
-    assert tab.path == f"/endpoints/{endpoint_id}?replayed=1", tab.path
-    assert "1 dead message was replayed: it is due now." in tab.notices(), tab.notices()
+    assert tab.path.startswith("/replays/rpl_"), tab.path
+    assert "1 dead messages due again" in tab.main_text() and "done" in tab.main_text(), tab.main_text()
     wait_for_state(client, dead[0], ("delivered",))
 
     # Bob may not see it, even by its address; the admin sees it with Unlock where it is locked.

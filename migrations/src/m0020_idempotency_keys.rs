@@ -1,7 +1,8 @@
 //! Answers kept for `Idempotency-Key`: one row per caller and key. While the first
-//! request runs its row is `running` (a repeat answers 409 until `locked_until`);
-//! once answered it is `done` with the answer's status, content type and body, and
-//! it is removed 24 h after `created_at`.
+//! request runs its row is `running`, held by that request's random `owner` (a repeat
+//! answers 409 until `locked_until`); once answered it is `done` with the answer's
+//! status, content type and body (sealed, as it may hold a secret), and it is removed
+//! 24 h after `created_at`.
 
 use sea_orm_migration::sea_orm::DbBackend;
 use sea_orm_migration::{prelude::*, schema::*};
@@ -16,6 +17,7 @@ enum IdempotencyKeys {
     Key,
     Fingerprint,
     State,
+    Owner,
     LockedUntil,
     Status,
     ContentType,
@@ -44,6 +46,7 @@ impl MigrationTrait for Migration {
                 .col(key(m, IdempotencyKeys::Key))
                 .col(string(IdempotencyKeys::Fingerprint))
                 .col(string(IdempotencyKeys::State))
+                .col(big_integer(IdempotencyKeys::Owner))
                 .col(big_integer(IdempotencyKeys::LockedUntil))
                 .col(integer_null(IdempotencyKeys::Status))
                 .col(string_null(IdempotencyKeys::ContentType))

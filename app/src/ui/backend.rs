@@ -89,8 +89,8 @@ pub trait Backend: Send + Sync + 'static {
 
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError>;
     async fn endpoint_health(&self, v: &Viewer, id: &EndpointId) -> Result<EndpointHealth, UiError>;
-    /// Replays the dead messages of one kind of failure at the endpoint; returns how many.
-    async fn replay_failures(&self, v: &Viewer, id: &EndpointId, kind: &str) -> Result<u64, UiError>;
+    /// Starts replaying the dead messages of one kind of failure at the endpoint.
+    async fn replay_failures(&self, v: &Viewer, id: &EndpointId, kind: &str) -> Result<ReplayStarted, UiError>;
     async fn unlock(&self, v: &Viewer, id: &EndpointId, backlog: Backlog) -> Result<Endpoint, UiError>;
 
     async fn customers(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Customer>, UiError>;

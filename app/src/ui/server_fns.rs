@@ -141,8 +141,8 @@ pub async fn get_endpoint_health(id: String) -> Result<EndpointHealth, ServerFnE
 #[server]
 pub async fn replay_failures(id: String, kind: String) -> Result<(), ServerFnError> {
     let (backend, v) = viewer().await?;
-    let replayed = backend.replay_failures(&v, &id.as_str().into(), &kind).await.map_err(fail)?;
-    leptos_axum::redirect(&format!("/endpoints/{}?replayed={replayed}", urlencode(&id)));
+    let started = backend.replay_failures(&v, &id.as_str().into(), &kind).await.map_err(fail)?;
+    leptos_axum::redirect(&format!("/replays/{}", urlencode(&started.replay_id)));
     Ok(())
 }
 

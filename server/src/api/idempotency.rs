@@ -29,13 +29,13 @@ use super::state::ApiState;
 use crate::service::idempotency::{self, Scope};
 use crate::service::{Principal, ServiceError};
 use crate::store::entities::idempotency_key;
-use crate::store::idempotency_keys::{self, Claim, DONE, KEPT_MS};
+use crate::store::idempotency_keys::{self, Answer, Claim, DONE, KEPT_MS};
 
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
-/// How long a running request holds its key; a repeat after that (its process stopped before
-/// answering, so it committed nothing) runs in its place.
+/// How long a running request holds its key; a repeat after that runs in its place (a request
+/// that is merely slow then cannot keep its answer, so its change is rolled back).
 const LOCK_MS: i64 = 60_000;
 /// What a repeat of a running request is told to wait, in seconds.
 const RETRY_AFTER_SECS: u64 = 1;
@@ -66,19 +66,41 @@ async fn keyed(state: &ApiState, request: Request, next: Next) -> Result<Respons
     let fingerprint = fingerprint(&parts.method, &target, &body);
     let route = parts.extensions.get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
     let status = success_status(&parts.method, &route);
-    let scope = Scope { caller: caller_of(&who), key, status };
+    let owner = rand::random::<i64>();
+    let scope = Scope { caller: caller_of(&who), key, owner, status, sealer: state.sealer.clone() };
     match begin(state, &scope, &fingerprint).await.map_err(|e| ApiError::Service(e).into_response())? {
         Begun::Run => {}
-        Begun::Answered(row) => return Ok(replayed(row)),
+        Begun::Answered(row) => return Ok(replayed(&scope, row)),
         Begun::OtherRequest => {
             let why = "was used with another method, path or body";
             return Err(ApiError::Service(ServiceError::field("Idempotency-Key", why)).into_response());
         }
         Begun::Running => return Err(in_flight()),
     }
+    // Released if the request goes away before its answer (its client hung up): nothing it did
+    // was committed without an answer, so a repeat may run it again at once.
+    let mut held = Held { state: state.clone(), scope: Some(scope.clone()) };
     let request = Request::from_parts(parts, Body::from(body));
     let response = idempotency::within(scope.clone(), next.run(request)).await;
+    held.scope = None;
     Ok(finish(state, &scope, response).await)
+}
+
+/// A key held by a request still running; dropped with the request, it lets the key go.
+struct Held {
+    state: ApiState,
+    scope: Option<Scope>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(scope) = self.scope.take() {
+            let db = self.state.db.clone();
+            tokio::spawn(async move {
+                let _ = idempotency_keys::release(&db, &scope.caller, &scope.key, scope.owner).await;
+            });
+        }
+    }
 }
 
 /// The key as sent: 1 to 255 visible ASCII characters.
@@ -148,14 +170,27 @@ enum Begun {
 /// Takes the key for this request, or says why not.
 async fn begin(state: &ApiState, scope: &Scope, fingerprint: &str) -> Result<Begun, ServiceError> {
     let now = state.now_ms();
-    let claim = Claim { caller: &scope.caller, key: &scope.key, fingerprint, now_ms: now, locked_until: now + LOCK_MS };
-    // A key older than its 24 h that the sweep has not removed yet is new again.
-    idempotency_keys::remove_expired(&state.db, &scope.caller, &scope.key, now - KEPT_MS).await?;
+    let claim = Claim {
+        caller: &scope.caller,
+        key: &scope.key,
+        fingerprint,
+        owner: scope.owner,
+        now_ms: now,
+        locked_until: now + LOCK_MS,
+    };
     if idempotency_keys::insert(&state.db, &claim).await? {
         return Ok(Begun::Run);
     }
-    let Some(found) = idempotency_keys::get(&state.db, &scope.caller, &scope.key).await? else {
-        // Removed in between (its request failed with a 5xx): this one runs after all.
+    let found = match idempotency_keys::get(&state.db, &scope.caller, &scope.key).await? {
+        // A key older than its 24 h that the sweep has not removed yet is new again.
+        Some(found) if found.created_at < now - KEPT_MS => {
+            idempotency_keys::remove_expired(&state.db, &scope.caller, &scope.key, now - KEPT_MS).await?;
+            None
+        }
+        found => found,
+    };
+    let Some(found) = found else {
+        // Gone in between (its request failed in a way worth retrying), or expired: this one runs.
         return Ok(if idempotency_keys::insert(&state.db, &claim).await? { Begun::Run } else { Begun::Running });
     };
     Ok(if found.fingerprint != fingerprint {
@@ -169,31 +204,46 @@ async fn begin(state: &ApiState, scope: &Scope, fingerprint: &str) -> Result<Beg
     })
 }
 
-/// Keeps the answer (unless it is a 5xx, or the change kept it already) and gives it back.
+/// Whether an answer is one to keep: not a 5xx, a 429 or a 408, which say to try again.
+fn kept(status: StatusCode) -> bool {
+    !(status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::REQUEST_TIMEOUT)
+}
+
+/// Keeps the answer (unless it says to try again, or the change kept it already) and gives it back.
 async fn finish(state: &ApiState, scope: &Scope, response: Response) -> Response {
-    let (parts, body) = response.into_parts();
-    if parts.status.is_server_error() {
-        if let Err(e) = idempotency_keys::release(&state.db, &scope.caller, &scope.key).await {
+    let release = || async {
+        if let Err(e) = idempotency_keys::release(&state.db, &scope.caller, &scope.key, scope.owner).await {
             tracing::warn!(error = %e, "an idempotency key stays taken until its lock ends");
         }
+    };
+    let (parts, body) = response.into_parts();
+    if !kept(parts.status) {
+        release().await;
         return Response::from_parts(parts, body);
     }
     let Ok(bytes) = to_bytes(body, MAX_ANSWER_BYTES).await else {
-        return ApiError::Service(ServiceError::Conflict("the answer could not be read".into())).into_response();
+        release().await;
+        let unreadable = ServiceError::Unavailable("the answer could not be read".into());
+        return ApiError::Service(unreadable).into_response();
     };
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-    let kept = (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned());
-    let status = parts.status.as_u16();
-    if let Err(e) = idempotency_keys::answer(&state.db, &scope.caller, &scope.key, status, content_type, kept).await {
+    let body = (!bytes.is_empty()).then(|| scope.seal(&String::from_utf8_lossy(&bytes)));
+    let answer = Answer { status: parts.status.as_u16(), content_type, body };
+    // Nothing to do when the change kept it already, in its own transaction.
+    if let Err(e) = idempotency_keys::answer(&state.db, &scope.caller, &scope.key, scope.owner, answer).await {
         tracing::warn!(error = %e, "the answer to an idempotency key was not kept");
     }
     Response::from_parts(parts, Body::from(bytes))
 }
 
 /// The kept answer, marked as a repeat.
-fn replayed(row: idempotency_key::Model) -> Response {
+fn replayed(scope: &Scope, row: idempotency_key::Model) -> Response {
     let status = row.status.and_then(|s| StatusCode::from_u16(s as u16).ok()).unwrap_or(StatusCode::OK);
-    let mut response = (status, row.body.unwrap_or_default()).into_response();
+    let body = match row.body.as_deref().map(|sealed| scope.open(sealed)).transpose() {
+        Ok(body) => body.unwrap_or_default(),
+        Err(e) => return ApiError::Service(ServiceError::Unsealable(e)).into_response(),
+    };
+    let mut response = (status, body).into_response();
     let headers = response.headers_mut();
     match row.content_type.as_deref().and_then(|t| HeaderValue::from_str(t).ok()) {
         Some(content_type) => headers.insert(header::CONTENT_TYPE, content_type),

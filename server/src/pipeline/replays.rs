@@ -4,9 +4,9 @@
 //! together, and only while this process holds the job's lease, so a job resumed after a crash,
 //! here or in another process, goes on exactly where it stopped and replays nothing twice.
 //!
-//! Each process runs one job at a time, a batch at a time, and rests between batches as long as
-//! the batch took, so that a long replay takes at most half of the database's time from the live
-//! traffic.
+//! Each process runs one job at a time, in short batches, and rests between batches twice as long
+//! as the batch took, so that a long replay takes at most a third of the database's time from
+//! the live traffic. A batch reads at most its size in rows, whatever its filters pass over.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use super::{Due, Pipeline, StoredFilter};
+use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
 use crate::store::entities::{event, message, replay, subscription};
 use crate::store::events::EventFilter;
 use crate::store::messages::{MessageFilter, message_for};
@@ -27,15 +28,18 @@ use crate::store::replays::{self, Advance};
 use crate::store::subscriptions::{event_types, policy_of};
 use crate::store::{events, messages, processes, subscriptions};
 
-/// Events read, or dead messages replayed, per batch; a job this small is done at its start.
-pub const BATCH: u64 = 500;
+/// Events read, or dead messages replayed, in a job's first batch, done with the request that
+/// starts it: a job this small is done before the answer.
+pub const FIRST_BATCH: u64 = 500;
+/// The same in the runner's batches: short transactions, which live traffic never waits long behind.
+const RUN_BATCH: u64 = 100;
+/// The runner rests this many times as long as its batch took.
+const REST_PER_WORK: u32 = 2;
 /// How long a job stays with the process working on it without a batch done.
 const LEASE_MS: i64 = 15_000;
 /// How often an idle runner looks for jobs without being woken (another process's, or one
 /// whose process stopped).
 const IDLE_POLL: Duration = Duration::from_secs(1);
-/// The longest rest between two batches.
-const MAX_REST: Duration = Duration::from_millis(200);
 
 /// The end of a lease taken at `now_ms`.
 pub fn lease_until(now_ms: i64) -> i64 {
@@ -53,8 +57,15 @@ pub enum Step {
     Failed,
 }
 
-/// Replays the job's next batch in `txn`, holding its lease with `token`, and records the progress.
-pub async fn step(p: &Pipeline, txn: &DatabaseTransaction, job: &replay::Model, token: i64) -> Result<Step, DbErr> {
+/// Replays the job's next batch of at most `size` in `txn`, holding its lease with `token`, and
+/// records the progress.
+pub async fn step(
+    p: &Pipeline,
+    txn: &DatabaseTransaction,
+    job: &replay::Model,
+    token: i64,
+    size: u64,
+) -> Result<Step, DbErr> {
     let now = p.now_ms();
     let request: Value = serde_json::from_str(&job.request).unwrap_or(Value::Null);
     let done = match job.kind {
@@ -63,14 +74,17 @@ pub async fn step(p: &Pipeline, txn: &DatabaseTransaction, job: &replay::Model, 
                 replays::finish(txn, &job.id, ReplayState::Failed, now).await?;
                 return Ok(Step::Failed);
             };
-            window.next_batch(txn, job.cursor.as_deref(), now).await?
+            window.next_batch(txn, job.cursor.as_deref(), size, now).await?
         }
         ReplayKind::Messages => {
-            let filter = dead_messages(job, &request);
-            next_dead_batch(txn, &filter, job.cursor.as_deref(), now).await?
+            let Some(filter) = dead_messages(job, &request) else {
+                replays::finish(txn, &job.id, ReplayState::Failed, now).await?;
+                return Ok(Step::Failed);
+            };
+            next_dead_batch(txn, &filter, job.cursor.as_deref(), size, now).await?
         }
     };
-    let last = done.read < BATCH as usize;
+    let last = done.read < size as usize;
     let cursor = done.cursor.or_else(|| job.cursor.clone());
     let advance =
         Advance { added: done.replayed, cursor: cursor.clone(), last, now_ms: now, lease_until: lease_until(now) };
@@ -82,7 +96,7 @@ pub async fn step(p: &Pipeline, txn: &DatabaseTransaction, job: &replay::Model, 
 
 /// One batch's work.
 struct Batch {
-    /// How many events or messages it read (fewer than `BATCH`: the selection is exhausted).
+    /// How many events or messages it read (fewer than asked: the selection is exhausted).
     read: usize,
     replayed: u64,
     /// The last id it read.
@@ -93,8 +107,13 @@ struct Batch {
 /// A window of events replayed to one subscription.
 struct EventWindow {
     sub: subscription::Model,
+    /// The customer's events of the window, in id order; the source is checked row by row, so
+    /// that a batch reads at most its size in rows.
     filter: EventFilter,
+    source: Option<String>,
     only_types: Option<Vec<String>>,
+    /// Where the window's ids begin: ids are made after the time stored beside them.
+    first_id: EventId,
 }
 
 impl EventWindow {
@@ -104,24 +123,33 @@ impl EventWindow {
         let Some(sub) = subscriptions::get(txn, &body.subscription_id).await? else { return Ok(None) };
         let filter = EventFilter {
             customer_id: Some(sub.customer_id.clone()),
-            source: body.source.map(|source| source.0),
+            source: None,
             event_type: None,
             since_ms: Some(body.since.ms),
             until_ms: Some(body.until.ms),
         };
-        Ok(Some(EventWindow { sub, filter, only_types: body.event_types.map(|types| types.0) }))
+        let first_id = EventId::from(first_id_at("evt", body.since.ms - ID_AFTER_CREATION_MS));
+        let (source, only_types) = (body.source.map(|source| source.0), body.event_types.map(|types| types.0));
+        Ok(Some(EventWindow { sub, filter, source, only_types, first_id }))
     }
 
     /// A new message for each event of the next batch the subscription accepts.
-    async fn next_batch(&self, txn: &DatabaseTransaction, cursor: Option<&str>, now: i64) -> Result<Batch, DbErr> {
-        let after = cursor.map(EventId::from);
-        let batch = events::oldest_first(txn, &self.filter, after.as_ref(), BATCH).await?;
+    async fn next_batch(
+        &self,
+        txn: &DatabaseTransaction,
+        cursor: Option<&str>,
+        size: u64,
+        now: i64,
+    ) -> Result<Batch, DbErr> {
+        let after = cursor.map_or_else(|| self.first_id.clone(), EventId::from);
+        let batch = events::oldest_first(txn, &self.filter, Some(&after), size).await?;
         let listed = event_types(&self.sub.event_types);
         let stored_filter = self.sub.filter.as_deref().map(StoredFilter::compile);
         let accepts = |row: &&event::Model| {
             let event_type = row.event_type.as_str();
             listed.iter().any(|t| type_matches(t, event_type))
-                && self.only_types.as_ref().is_none_or(|only| only.iter().any(|t| t == event_type))
+                && self.source.as_ref().is_none_or(|source| *source == row.source)
+                && self.only_types.as_ref().is_none_or(|only| only.iter().any(|t| type_matches(t, event_type)))
                 && stored_filter.as_ref().is_none_or(|f| row.cloud_event().is_some_and(|e| f.matches(&Message::of(&e))))
         };
         let ttl_ms = policy_of(&self.sub).ttl_secs as i64 * 1000;
@@ -142,29 +170,39 @@ impl EventWindow {
     }
 }
 
-/// The dead messages a bulk replay's request selects, of the job's customer (or every customer's).
-fn dead_messages(job: &replay::Model, request: &Value) -> MessageFilter {
-    let body = BulkReplayBody::read(request).ok();
-    MessageFilter {
-        ids: None,
-        customer_id: job.customer_id.clone(),
-        subscription_id: body.as_ref().and_then(|b| b.subscription_id.clone()),
-        state: Some(MessageState::Dead),
-        event_type: body.as_ref().and_then(|b| b.event_type.as_ref().map(|t| t.0.clone())),
-        since_ms: body.as_ref().and_then(|b| b.since.as_ref().map(|t| t.ms)),
-        until_ms: body.as_ref().and_then(|b| b.until.as_ref().map(|t| t.ms)),
+/// The dead messages a replay's request selects, of the job's customer (or every customer's): a
+/// bulk replay's filter, or the messages an endpoint's failure group listed (`message_ids`);
+/// `None` when the request no longer reads (the job cannot go on).
+fn dead_messages(job: &replay::Model, request: &Value) -> Option<MessageFilter> {
+    let base =
+        MessageFilter { customer_id: job.customer_id.clone(), state: Some(MessageState::Dead), ..Default::default() };
+    if let Some(listed) = request.get(LISTED) {
+        let ids: Vec<String> = serde_json::from_value(listed.clone()).ok()?;
+        return Some(MessageFilter { ids: Some(ids.into_iter().map(MessageId::from).collect()), ..base });
     }
+    let body = BulkReplayBody::read(request).ok()?;
+    Some(MessageFilter {
+        subscription_id: body.subscription_id,
+        event_type: body.event_type.map(|t| t.0),
+        since_ms: body.since.map(|t| t.ms),
+        until_ms: body.until.map(|t| t.ms),
+        ..base
+    })
 }
+
+/// The field of a job's request that lists the messages it replays, when it names them.
+pub const LISTED: &str = "message_ids";
 
 /// Replays the next batch of dead messages after the cursor.
 async fn next_dead_batch(
     txn: &DatabaseTransaction,
     filter: &MessageFilter,
     cursor: Option<&str>,
+    size: u64,
     now: i64,
 ) -> Result<Batch, DbErr> {
     let after = cursor.map(MessageId::from);
-    let ids = messages::ids_after(txn, filter, after.as_ref(), BATCH).await?;
+    let ids = messages::ids_after(txn, filter, after.as_ref(), size).await?;
     let read = ids.len();
     let cursor = ids.last().map(ToString::to_string);
     let replayed = if ids.is_empty() { 0 } else { messages::replay(txn, filter, Some(ids), now).await? };
@@ -231,7 +269,7 @@ async fn work(p: &Pipeline, mut job: replay::Model, token: i64, shutdown: &mut w
                 return;
             }
         }
-        let rest = started.elapsed().min(MAX_REST);
+        let rest = started.elapsed() * REST_PER_WORK;
         tokio::select! {
             _ = tokio::time::sleep(rest) => {}
             _ = shutdown.changed() => {}
@@ -242,7 +280,7 @@ async fn work(p: &Pipeline, mut job: replay::Model, token: i64, shutdown: &mut w
 /// One batch, committed: the job's new cursor, or `None` once the job is over for this process.
 async fn one_batch(p: &Pipeline, job: &replay::Model, token: i64) -> Result<Option<Option<String>>, DbErr> {
     let txn = p.db.begin().await?;
-    match step(p, &txn, job, token).await? {
+    match step(p, &txn, job, token, RUN_BATCH).await? {
         Step::Done { due, last, cursor } => {
             p.commit_and_wake(txn, due).await?;
             Ok((!last).then_some(cursor))

@@ -6,8 +6,9 @@
 //! its own where the server runs none). It works in batches of a few hundred rows, each its own
 //! short transaction, so publishes and deliveries never wait long behind it.
 //! An open message (pending, delivering or held) is never removed. It also
-//! forgets the per-minute attempt counts older than a day, and the answers kept for
-//! `Idempotency-Key` 24 h after their first use.
+//! forgets the per-minute attempt counts older than a day, the replay jobs that ended as long
+//! ago as the messages it removes, and the answers kept for `Idempotency-Key` 24 h after their
+//! first use.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use sea_orm::DbErr;
 use tokio::sync::watch;
 
 use super::Pipeline;
-use crate::store::{idempotency_keys, retention};
+use crate::store::{idempotency_keys, replays, retention};
 
 /// Rows read and removed per transaction.
 const BATCH: u64 = 500;
@@ -100,6 +101,8 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
     }
 
     retention::old_minutes(db, now).await?;
+    // Replay jobs are kept as long as the messages they made.
+    replays::remove_ended(db, ended_before).await?;
     let keys_before = now - idempotency_keys::KEPT_MS;
     while idempotency_keys::remove_old(db, keys_before, BATCH).await? > 0 {
         tokio::task::yield_now().await;

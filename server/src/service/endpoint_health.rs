@@ -5,14 +5,10 @@
 use domain::dto::{self, Choice, EndpointHealth};
 use domain::health::{self, FailureKind};
 use domain::ids::EndpointId;
-use domain::states::MessageState;
-use serde_json::json;
 
-use super::messages::{Change, replay};
-use super::{Principal, Result, ServiceError, Services, views};
+use super::{Principal, Result, ServiceError, Services, replays, views};
 use crate::store::endpoint_health::{self as store, HealthWindow, SCANNED};
 use crate::store::entities::endpoint;
-use crate::store::messages::MessageFilter;
 use crate::store::{customers, endpoints, subscriptions};
 
 async fn visible(services: &Services, who: &Principal, id: &EndpointId) -> Result<endpoint::Model> {
@@ -67,14 +63,14 @@ pub async fn health(services: &Services, who: &Principal, id: &EndpointId) -> Re
     })
 }
 
-/// Replays the dead messages whose last attempt, in the last 24 hours, failed
+/// Starts replaying the dead messages whose last attempt, in the last 24 hours, failed
 /// with `kind` (a status code such as `503`, or an error kind such as `timeout`).
 pub async fn replay_failures(
     services: &Services,
     who: &Principal,
     id: &EndpointId,
     kind: &str,
-) -> Result<dto::ReplayResult> {
+) -> Result<dto::ReplayStarted> {
     let failure = FailureKind::parse(kind)
         .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 999) or an error kind"))?;
     let row = visible(services, who, id).await?;
@@ -86,20 +82,5 @@ pub async fn replay_failures(
     let txn = store::reads_by_key(&services.db).await?;
     let ids = store::dead_of_kind(&txn, w, failure, SCANNED).await?;
     txn.commit().await?;
-    if ids.is_empty() {
-        return Ok(dto::ReplayResult { replayed: 0 });
-    }
-    let filter = MessageFilter {
-        customer_id: Some(row.customer_id.clone()),
-        state: Some(MessageState::Dead),
-        ..MessageFilter::default()
-    };
-    let change = Change {
-        who,
-        action: "messages.replay",
-        target: &row.id,
-        detail: json!({"endpoint_id": row.id, "failure": failure.key()}),
-    };
-    let replayed = replay(services, &filter, Some(ids), change).await?;
-    Ok(dto::ReplayResult { replayed })
+    replays::start_listed(services, who, (row.customer_id.clone(), row.id.as_str()), &failure.key(), ids).await
 }

@@ -92,25 +92,11 @@ pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) ->
 }
 
 /// A replay as its audit row tells it.
-pub(super) struct Change<'a> {
+struct Change<'a> {
     pub who: &'a Principal,
     pub action: &'static str,
     pub target: &'a str,
     pub detail: Value,
-}
-
-/// Replays in one transaction that also writes the audit row (when anything
-/// was replayed), then wakes the lanes.
-pub(super) async fn replay(
-    services: &Services,
-    filter: &MessageFilter,
-    ids: Option<Vec<MessageId>>,
-    change: Change<'_>,
-) -> Result<u64> {
-    let txn = services.db.begin().await?;
-    let replayed = replay_in(services, &txn, filter, ids, change).await?;
-    services.pipeline.commit_and_wake(txn, Due::anything_if(replayed > 0)).await?;
-    Ok(replayed)
 }
 
 /// Replays in `txn`, with the audit row when anything was replayed: how many.

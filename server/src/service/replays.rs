@@ -5,7 +5,7 @@
 //! or any other, whether or not its client waits.
 
 use domain::dto;
-use domain::ids::{CustomerId, ReplayId};
+use domain::ids::{CustomerId, MessageId, ReplayId};
 use domain::request::{BulkReplayBody, ReplayWindowBody, Text};
 use domain::states::{MessageState, ReplayKind, ReplayState};
 use sea_orm::TransactionTrait;
@@ -32,11 +32,15 @@ pub async fn start_events(services: &Services, who: &Principal, body: ReplayWind
     if until_ms - since_ms > MAX_WINDOW_MS {
         return Err(ServiceError::field("until", "the window is at most 366 days"));
     }
+    // A window ends when the job starts at the latest (with the events of that millisecond):
+    // events published later have messages of their own, and the job's end is then known.
+    let end = services.now_ms() + 1;
+    let until = if until_ms > end { to_utc(end).to_rfc3339() } else { body.until.text };
     let sub = subscriptions::get(&services.db, &body.subscription_id)
         .await?
         .filter(|s| who.sees(&s.customer_id))
         .ok_or(ServiceError::NotFoundField { field: "subscription_id", what: "subscription" })?;
-    let mut request = json!({"subscription_id": sub.id, "since": body.since.text, "until": body.until.text});
+    let mut request = json!({"subscription_id": sub.id, "since": body.since.text, "until": until});
     if let Some(types) = body.event_types {
         request["event_types"] = json!(types.0);
     }
@@ -61,6 +65,20 @@ pub async fn start_messages(services: &Services, who: &Principal, body: BulkRepl
         fields.retain(|_, v| !v.is_null());
     }
     let start = Start { kind: ReplayKind::Messages, customer_id, request, target: "messages".into() };
+    start_job(services, who, start).await
+}
+
+/// Starts replaying the dead messages an endpoint's failure group lists.
+pub async fn start_listed(
+    services: &Services,
+    who: &Principal,
+    (customer_id, endpoint_id): (CustomerId, &str),
+    failure: &str,
+    ids: Vec<MessageId>,
+) -> Result<dto::ReplayStarted> {
+    let request = json!({"state": "dead", "endpoint_id": endpoint_id, "failure": failure, runner::LISTED: ids});
+    let start =
+        Start { kind: ReplayKind::Messages, customer_id: Some(customer_id), request, target: endpoint_id.into() };
     start_job(services, who, start).await
 }
 
@@ -96,7 +114,7 @@ async fn start_job(services: &Services, who: &Principal, start: Start) -> Result
     };
     let txn = services.db.begin().await?;
     replays::insert(&txn, row.clone()).await?;
-    let Step::Done { due, last, .. } = runner::step(p, &txn, &row, token).await? else {
+    let Step::Done { due, last, .. } = runner::step(p, &txn, &row, token, runner::FIRST_BATCH).await? else {
         return Err(ServiceError::Conflict("the replay could not start; try again".into()));
     };
     if !last {
@@ -104,7 +122,7 @@ async fn start_job(services: &Services, who: &Principal, start: Start) -> Result
         replays::release_leases_of(&txn, &row.id).await?;
     }
     let job = replays::get(&txn, &row.id).await?.ok_or(ServiceError::NotFound("replay"))?;
-    let mut detail = start.request;
+    let mut detail = shown(start.request);
     detail["replay_id"] = json!(job.id);
     if last {
         detail["replayed"] = json!(job.replayed);
@@ -143,12 +161,21 @@ pub async fn cancel(services: &Services, who: &Principal, id: &ReplayId) -> Resu
     let job = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
     if !replays::finish(&txn, &job.id, ReplayState::Cancelled, services.now_ms()).await? {
-        return Err(ServiceError::Conflict(format!("the replay is {}: there is nothing to cancel", job.state)));
+        let state = replays::get(&txn, &job.id).await?.map_or(job.state, |now| now.state);
+        return Err(ServiceError::Conflict(format!("the replay is {state}: there is nothing to cancel")));
     }
     let cancelled = replays::get(&txn, &job.id).await?.ok_or(ServiceError::NotFound("replay"))?;
     let detail = json!({"replayed": cancelled.replayed});
     audit::record(&txn, services, who, "replay.cancel", &job.id, job.customer_id.as_ref(), detail).await?;
     idempotency::commit_answering(txn, view(cancelled)).await
+}
+
+/// A request as the job and its audit row show it: the messages it lists counted, not listed.
+fn shown(mut request: Value) -> Value {
+    if let Some(listed) = request.as_object_mut().and_then(|fields| fields.remove(runner::LISTED)) {
+        request["messages"] = json!(listed.as_array().map_or(0, Vec::len));
+    }
+    request
 }
 
 pub fn view(row: replay::Model) -> dto::Replay {
@@ -157,7 +184,7 @@ pub fn view(row: replay::Model) -> dto::Replay {
         kind: row.kind,
         state: row.state,
         replayed: row.replayed as u64,
-        request: serde_json::from_str(&row.request).unwrap_or(Value::Null),
+        request: shown(serde_json::from_str(&row.request).unwrap_or(Value::Null)),
         created_at: to_utc(row.created_at),
         finished_at: row.finished_at.map(to_utc),
     }

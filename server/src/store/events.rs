@@ -6,7 +6,6 @@ use std::sync::LazyLock;
 
 use domain::states::EndpointState;
 use foldhash::{HashSet, HashSetExt};
-use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait, TryInsertResult,
@@ -313,22 +312,30 @@ pub async fn by_ce_id(
     query.all(db).await
 }
 
-/// Lists new messages on their events, as the publish does (see `message_ids`).
+/// Lists new messages on their events, as the publish does (see `message_ids`): one statement
+/// for up to 500 events (a replay's batch), each message appended in the statement, so that two
+/// replays of one event both keep theirs.
 pub async fn add_message_ids(db: &impl ConnectionTrait, added: &[(EventId, MessageId)]) -> Result<(), DbErr> {
-    for (event_id, message_id) in added {
-        // Appended in the statement, so that two replays of one event both keep their message.
-        let appended = if db.get_database_backend() == DbBackend::Postgres {
-            let sql = "CASE WHEN message_ids = '' THEN $1 ELSE message_ids || ',' || $1 END";
-            Expr::cust_with_values(sql, [message_id.as_str()])
+    let backend = db.get_database_backend();
+    for chunk in added.chunks(500) {
+        let values: Vec<sea_orm::Value> =
+            chunk.iter().flat_map(|(event, message)| [event.as_str().into(), message.as_str().into()]).collect();
+        let sql = if backend == DbBackend::Postgres {
+            let rows: Vec<String> =
+                (0..chunk.len()).map(|i| format!("(${}::text, ${}::text)", 2 * i + 1, 2 * i + 2)).collect();
+            format!(
+                "UPDATE events SET message_ids = CASE WHEN events.message_ids = '' THEN v.m \
+                 ELSE events.message_ids || ',' || v.m END FROM (VALUES {}) AS v(id, m) WHERE events.id = v.id",
+                rows.join(", ")
+            )
         } else {
-            let sql = "CASE WHEN message_ids = '' THEN ? ELSE message_ids || ',' || ? END";
-            Expr::cust_with_values(sql, [message_id.as_str(), message_id.as_str()])
+            format!(
+                "UPDATE events SET message_ids = CASE WHEN message_ids = '' THEN v.column2 \
+                 ELSE message_ids || ',' || v.column2 END FROM (VALUES {}) AS v WHERE events.id = v.column1",
+                vec!["(?, ?)"; chunk.len()].join(", ")
+            )
         };
-        Events::update_many()
-            .col_expr(Column::MessageIds, appended)
-            .filter(Column::Id.eq(event_id.clone()))
-            .exec(db)
-            .await?;
+        db.execute_raw(sea_orm::Statement::from_sql_and_values(backend, sql, values)).await?;
     }
     Ok(())
 }

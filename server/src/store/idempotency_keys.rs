@@ -13,11 +13,12 @@ pub const KEPT_MS: i64 = 24 * 3_600_000;
 pub const RUNNING: &str = "running";
 pub const DONE: &str = "done";
 
-/// A key's first request: its row, `running` until `locked_until`.
+/// A key's request: it holds the key as `owner` until `locked_until`.
 pub struct Claim<'a> {
     pub caller: &'a str,
     pub key: &'a str,
     pub fingerprint: &'a str,
+    pub owner: i64,
     pub now_ms: i64,
     pub locked_until: i64,
 }
@@ -29,6 +30,7 @@ pub async fn insert(db: &impl ConnectionTrait, claim: &Claim<'_>) -> Result<bool
         key: claim.key.to_string(),
         fingerprint: claim.fingerprint.to_string(),
         state: RUNNING.to_string(),
+        owner: claim.owner,
         locked_until: claim.locked_until,
         status: None,
         content_type: None,
@@ -46,25 +48,28 @@ pub async fn get(db: &impl ConnectionTrait, caller: &str, key: &str) -> Result<O
     Keys::find_by_id((caller.to_string(), key.to_string())).one(db).await
 }
 
-/// Takes over a running key whose lock ended (its process stopped before answering, so nothing
-/// it did was committed): whether this caller won it.
+/// Takes over a running key whose lock ended, for `claim.owner`: whether it won it. Whatever the
+/// request that held it does next cannot answer it (answers name their owner), so its change,
+/// made in the same transaction as its answer, is rolled back.
 pub async fn take_over(
     db: &impl ConnectionTrait,
     found: &idempotency_key::Model,
     claim: &Claim<'_>,
 ) -> Result<bool, DbErr> {
     let taken = Keys::update_many()
+        .col_expr(Column::Owner, Expr::val(claim.owner))
         .col_expr(Column::LockedUntil, Expr::val(claim.locked_until))
         .filter(of_key(claim.caller, claim.key))
         .filter(Column::State.eq(RUNNING))
+        .filter(Column::Owner.eq(found.owner))
         .filter(Column::LockedUntil.eq(found.locked_until))
         .exec(db)
         .await?;
     Ok(taken.rows_affected == 1)
 }
 
-/// Removes a key's row that is older than its 24 h (or whatever `created_before` says), so that
-/// the key can be used anew.
+/// Removes a key's row that is older than its 24 h (`created_before`), so that the key can be
+/// used anew.
 pub async fn remove_expired(
     db: &impl ConnectionTrait,
     caller: &str,
@@ -79,31 +84,45 @@ pub async fn remove_expired(
         .map(|_| ())
 }
 
-/// The answer to a running key, kept. In the transaction of the change it answers, or alone when
-/// the request changed nothing.
+/// What a request answered, to keep.
+pub struct Answer<'a> {
+    pub status: u16,
+    pub content_type: Option<&'a str>,
+    /// Sealed.
+    pub body: Option<String>,
+}
+
+/// Keeps the answer of the running key `owner` holds: in the transaction of the change it
+/// answers, or alone when the request changed nothing. `false` when `owner` no longer holds it.
 pub async fn answer(
     db: &impl ConnectionTrait,
     caller: &str,
     key: &str,
-    status: u16,
-    content_type: Option<&str>,
-    body: Option<String>,
-) -> Result<(), DbErr> {
-    Keys::update_many()
+    owner: i64,
+    answer: Answer<'_>,
+) -> Result<bool, DbErr> {
+    let kept = Keys::update_many()
         .col_expr(Column::State, Expr::val(DONE))
-        .col_expr(Column::Status, Expr::val(status as i32))
-        .col_expr(Column::ContentType, Expr::val(content_type.map(str::to_string)))
-        .col_expr(Column::Body, Expr::val(body))
+        .col_expr(Column::Status, Expr::val(answer.status as i32))
+        .col_expr(Column::ContentType, Expr::val(answer.content_type.map(str::to_string)))
+        .col_expr(Column::Body, Expr::val(answer.body))
         .filter(of_key(caller, key))
         .filter(Column::State.eq(RUNNING))
+        .filter(Column::Owner.eq(owner))
+        .exec(db)
+        .await?;
+    Ok(kept.rows_affected == 1)
+}
+
+/// Forgets a key `owner` still holds (its request failed in a way worth retrying, or went away).
+pub async fn release(db: &impl ConnectionTrait, caller: &str, key: &str, owner: i64) -> Result<(), DbErr> {
+    Keys::delete_many()
+        .filter(of_key(caller, key))
+        .filter(Column::State.eq(RUNNING))
+        .filter(Column::Owner.eq(owner))
         .exec(db)
         .await
         .map(|_| ())
-}
-
-/// Forgets a key still running (its request failed with a 5xx and may be retried).
-pub async fn release(db: &impl ConnectionTrait, caller: &str, key: &str) -> Result<(), DbErr> {
-    Keys::delete_many().filter(of_key(caller, key)).filter(Column::State.eq(RUNNING)).exec(db).await.map(|_| ())
 }
 
 /// The row of the caller's key.

@@ -1,11 +1,11 @@
 //! Replay jobs: stored, leased by the process that works on them, moved on batch by batch.
 
-use domain::ids::{CustomerId, ReplayId};
+use domain::ids::ReplayId;
 use domain::states::ReplayState;
 use sea_orm::sea_query::{Expr, ExprTrait, LockBehavior, LockType};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 
 use super::entities::replay::{self, Column, Entity as Replays};
@@ -102,17 +102,14 @@ pub async fn running(db: &impl ConnectionTrait) -> Result<u64, DbErr> {
     Replays::find().filter(Column::State.eq(ReplayState::Running.as_str())).count(db).await
 }
 
-/// A customer's jobs (or every job, for `None`), newest first.
-pub async fn of_customer(
-    db: &impl ConnectionTrait,
-    customer_id: Option<&CustomerId>,
-    limit: u64,
-) -> Result<Vec<replay::Model>, DbErr> {
-    let mut condition = Condition::all();
-    if let Some(customer_id) = customer_id {
-        condition = condition.add(Column::CustomerId.eq(customer_id.clone()));
-    }
-    Replays::find().filter(condition).order_by_desc(Column::Id).limit(limit).all(db).await
+/// Removes the jobs that ended before `ended_before`: how many.
+pub async fn remove_ended(db: &impl ConnectionTrait, ended_before: i64) -> Result<u64, DbErr> {
+    let removed = Replays::delete_many()
+        .filter(Column::State.ne(ReplayState::Running.as_str()))
+        .filter(Column::FinishedAt.lt(ended_before))
+        .exec(db)
+        .await?;
+    Ok(removed.rows_affected)
 }
 
 /// Frees the jobs leased with a token in `tokens` (a stopped process's), or every job: another

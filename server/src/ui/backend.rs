@@ -275,9 +275,8 @@ impl Backend for DashboardBackend {
         endpoint_health::health(&self.services, &principal(v), id).await.map_err(ui_error)
     }
 
-    async fn replay_failures(&self, v: &Viewer, id: &EndpointId, kind: &str) -> Result<u64, UiError> {
-        let result = endpoint_health::replay_failures(&self.services, &principal(v), id, kind).await;
-        Ok(result.map_err(ui_error)?.replayed)
+    async fn replay_failures(&self, v: &Viewer, id: &EndpointId, kind: &str) -> Result<ReplayStarted, UiError> {
+        endpoint_health::replay_failures(&self.services, &principal(v), id, kind).await.map_err(ui_error)
     }
 
     async fn endpoints(&self, v: &Viewer, cursor: Option<String>) -> Result<Page<Endpoint>, UiError> {

@@ -423,7 +423,11 @@ async fn an_endpoint_page_shows_its_health_and_replays_a_kind_of_failure() {
     assert!(location.unwrap().contains("__err"), "an unknown kind is refused with a message");
     let (status, location) =
         alice.submit(&page, "replay_failures", &[("id", &endpoint_id), ("kind", "400")], None).await;
-    assert_eq!((status, location), (302, Some(format!("{page}?replayed=1"))));
+    let job = location.unwrap_or_default();
+    assert!(status == 302 && job.starts_with("/replays/rpl_"), "the replay's page: {status} {job}");
+    let html = alice.get(&job).await.1;
+    assert!(html.contains(">done<") && html.contains("1 dead messages due again"), "{html}");
+    assert!(html.contains("&quot;failure&quot;: &quot;400&quot;") || html.contains("\"failure\": \"400\""), "{html}");
     assert_eq!(app.message(&key, &dead).await["state"], "pending");
 
     let mut bob = Browser::new(&app);

@@ -4,7 +4,7 @@
 
 use domain::request::{ReadBody, SubscriptionBody};
 use herald::service::idempotency::{self, Scope};
-use herald::service::{Principal, subscriptions};
+use herald::service::{Principal, ServiceError, subscriptions};
 use herald::store::idempotency_keys::{self, Claim};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -199,7 +199,14 @@ async fn a_repeat_while_the_first_runs_waits_and_takes_over_once_its_lock_ends()
         herald::api::idempotency::fingerprint(&Method::POST, "/api/v1/subscriptions", &axum::body::Bytes::from(bytes));
     let caller = format!("customer:{customer_id}");
     let now = app.now_ms();
-    let claim = Claim { caller: &caller, key: "k", fingerprint: &fingerprint, now_ms: now, locked_until: now + 60_000 };
+    let claim = Claim {
+        caller: &caller,
+        key: "k",
+        fingerprint: &fingerprint,
+        owner: 1,
+        now_ms: now,
+        locked_until: now + 60_000,
+    };
     assert!(idempotency_keys::insert(&app.services.db, &claim).await.unwrap());
 
     let waiting = send(&app, Method::POST, "/api/v1/subscriptions", &token, Some("k"), Some(body.clone())).await;
@@ -250,17 +257,40 @@ async fn a_change_keeps_its_answer_in_its_own_transaction() {
     let who = Principal::Customer { customer_id: customer_id.clone().into(), actor: "test".into() };
     let caller = format!("customer:{customer_id}");
     let db = &app.services.db;
-    let running =
-        |key: &'static str| Claim { caller: &caller, key, fingerprint: "f", now_ms: 0, locked_until: i64::MAX };
-    let scope = |key: &str| Scope { caller: caller.clone(), key: key.to_string(), status: 201 };
+    let running = |key: &'static str| Claim {
+        caller: &caller,
+        key,
+        fingerprint: "f",
+        owner: 7,
+        now_ms: 0,
+        locked_until: i64::MAX,
+    };
+    let sealer = app.services.sealer.clone();
+    let scope = |key: &str, owner: i64| Scope {
+        caller: caller.clone(),
+        key: key.to_string(),
+        owner,
+        status: 201,
+        sealer: sealer.clone(),
+    };
 
     // The use case itself keeps the answer: no HTTP layer runs here.
     assert!(idempotency_keys::insert(db, &running("made")).await.unwrap());
     let body = SubscriptionBody::read(&subscription_body(&receiver)).unwrap();
-    let made = idempotency::within(scope("made"), subscriptions::create(&app.services, &who, body)).await.unwrap();
+    let made = idempotency::within(scope("made", 7), subscriptions::create(&app.services, &who, body)).await.unwrap();
     let kept = idempotency_keys::get(db, &caller, "made").await.unwrap().unwrap();
     assert_eq!((kept.state.as_str(), kept.status), ("done", Some(201)));
-    assert_eq!(kept.body.unwrap(), serde_json::to_string(&made).unwrap());
+    let sealed = kept.body.unwrap();
+    assert!(!sealed.contains(&made.secret.clone().unwrap()), "the kept answer holds the secret sealed: {sealed}");
+    assert_eq!(scope("made", 7).open(&sealed).unwrap(), serde_json::to_string(&made).unwrap());
+
+    // A request whose key a repeat took over cannot keep its answer, and its change is rolled back.
+    assert!(idempotency_keys::insert(db, &running("taken")).await.unwrap());
+    let body = SubscriptionBody::read(&subscription_body(&receiver)).unwrap();
+    let lost = idempotency::within(scope("taken", 8), subscriptions::create(&app.services, &who, body)).await;
+    assert!(matches!(lost, Err(ServiceError::Conflict(_))), "{:?}", lost.map(|s| s.id));
+    let (_, page) = app.get("/api/v1/subscriptions", ADMIN_TOKEN).await;
+    assert_eq!(page["data"].as_array().unwrap().len(), 1, "only the first subscription was made: {page}");
 
     // A change refused keeps no answer of its own (the HTTP layer keeps the refusal).
     assert!(idempotency_keys::insert(db, &running("failed")).await.unwrap());
@@ -268,7 +298,7 @@ async fn a_change_keeps_its_answer_in_its_own_transaction() {
     bad["customer_id"] = json!("no-such-customer");
     let admin = Principal::Admin { actor: "test".into() };
     let bad = SubscriptionBody::read(&bad).unwrap();
-    assert!(idempotency::within(scope("failed"), subscriptions::create(&app.services, &admin, bad)).await.is_err());
+    assert!(idempotency::within(scope("failed", 7), subscriptions::create(&app.services, &admin, bad)).await.is_err());
     let kept = idempotency_keys::get(db, &caller, "failed").await.unwrap().unwrap();
     assert_eq!((kept.state.as_str(), kept.body), ("running", None));
 }
@@ -292,4 +322,26 @@ async fn keys_are_forgotten_24_hours_after_their_first_use() {
     let anew = send(&app, Method::POST, "/api/v1/subscriptions", &token, Some("k"), Some(body)).await;
     assert_eq!((anew.status, anew.replayed), (201, false));
     assert_eq!(subscription_count(&app, &token).await, 2);
+}
+
+#[tokio::test]
+async fn an_answer_that_says_to_try_again_is_not_kept() {
+    let app = TestApp::start_with(|s| {
+        s.limits.publish_per_sec = 1.0;
+        s.limits.publish_burst = 1;
+    })
+    .await;
+    let (customer_id, token) = app.customer("acme").await;
+    let event = |id: &str| json!({"specversion": "1.0", "id": id, "source": "/s", "type": "t"});
+    let first = send(&app, Method::POST, "/api/v1/events", &token, Some("p1"), Some(event("1"))).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    let limited = send(&app, Method::POST, "/api/v1/events", &token, Some("p2"), Some(event("2"))).await;
+    assert_eq!(limited.status, 429, "{}", limited.body);
+    let caller = format!("customer:{customer_id}");
+    assert!(idempotency_keys::get(&app.services.db, &caller, "p2").await.unwrap().is_none(), "the 429 is not kept");
+
+    // Once the rate allows, the same key publishes.
+    app.advance_secs(2.0);
+    let again = send(&app, Method::POST, "/api/v1/events", &token, Some("p2"), Some(event("2"))).await;
+    assert_eq!((again.status, again.replayed), (202, false), "{}", again.body);
 }

@@ -90,7 +90,7 @@ async fn a_job_taken_over_after_its_lease_ended_commits_nothing_more_for_its_fir
     assert_eq!(first.id, second.id);
     let txn = db.begin().await.unwrap();
     assert!(
-        matches!(replays::step(p, &txn, &first, 1).await.unwrap(), Step::Lost),
+        matches!(replays::step(p, &txn, &first, 1, 500).await.unwrap(), Step::Lost),
         "the first holder's batch is refused"
     );
     txn.rollback().await.unwrap();
@@ -98,7 +98,7 @@ async fn a_job_taken_over_after_its_lease_ended_commits_nothing_more_for_its_fir
     let mut job = second;
     loop {
         let txn = db.begin().await.unwrap();
-        let Step::Done { due, last, cursor } = replays::step(p, &txn, &job, 2).await.unwrap() else {
+        let Step::Done { due, last, cursor } = replays::step(p, &txn, &job, 2, 500).await.unwrap() else {
             panic!("the holder's batch is taken")
         };
         p.commit_and_wake(txn, due).await.unwrap();

@@ -137,17 +137,9 @@ pub fn EndpointPage() -> impl IntoView {
     let viewer = Resource::new(|| (), |_| get_viewer());
     let unlock = ServerAction::<UnlockEndpoint>::new();
     let replay = ServerAction::<ReplayFailures>::new();
-    let query = use_query_map();
     view! {
         <Frame title="Endpoint">
             <Notice key="unlocked" text="Unlocked: the circuit is closed, and the held messages are delivered or ended as you chose."/>
-            {move || query.read().get("replayed").map(|n| view! {
-                <p class="notice" role="status">{match n.as_str() {
-                    "0" => "No dead message of that kind was left to replay.".to_string(),
-                    "1" => "1 dead message was replayed: it is due now.".to_string(),
-                    n => format!("{n} dead messages were replayed: they are due now."),
-                }}</p>
-            })}
             {action_error(unlock.value())}
             {action_error(replay.value())}
             <Suspense fallback=|| ()>

@@ -11,9 +11,12 @@ pub struct Model {
     /// SHA-256 of the method, the path and the body, in hex.
     pub fingerprint: String,
     pub state: String,
+    /// The running request that holds the key (random); only it may answer.
+    pub owner: i64,
     pub locked_until: i64,
     pub status: Option<i32>,
     pub content_type: Option<String>,
+    /// Sealed (bound to the caller and the key): an answer may hold a secret.
     pub body: Option<String>,
     pub created_at: i64,
 }
