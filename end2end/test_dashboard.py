@@ -510,7 +510,11 @@ def test_admin_sees_all_customers_and_unlocks_the_locked_endpoint(world: World, 
 
 def page_paths(world: World) -> tuple[list[str], list[str]]:
     """Every page of the dashboard with something on it: (a customer's, the admin's)."""
+    # A replay job of its own (a window of long ago: done at once, with nothing replayed).
+    window = {"since": "2001-01-01T00:00:00Z", "until": "2001-01-02T00:00:00Z", "subscription_id": world.ok_sub["id"]}
+    replay = world.acme_client.post("/api/v1/events/replay", json=window, expect=202).json()
     detail_paths = [
+        f"/replays/{replay['replay_id']}",
         f"/subscriptions/{world.ok_sub['id']}",
         f"/messages/{world.ok_message}",
         f"/endpoints/{world.down.endpoint['id']}",

@@ -2,7 +2,7 @@
 //! key runs; a repeat from the same caller with the same method, path and body, within 24 h, gets
 //! the first answer again with `Idempotent-Replayed: true` and changes nothing. The same key with
 //! another request is refused (422); a repeat while the first still runs answers 409 with
-//! `Retry-After`. Answers of 5xx are not kept, so such a request may be retried.
+//! `Retry-After`. Answers of 5xx, 429 and 408 are not kept, so such a request may be retried.
 //!
 //! A use case that changes something keeps its answer in the transaction of its change
 //! ([`crate::service::idempotency`]); the answers of requests that changed nothing (a refusal, a
@@ -279,7 +279,7 @@ pub fn document(openapi: &mut OpenApi) {
                     "Makes the request safe to retry: a repeat from the same caller with the same key, method, \
                      path and body within 24 h gets the first answer again (with `Idempotent-Replayed: true`) and \
                      changes nothing. The same key with another request: 422; while the first still runs: 409 \
-                     with `Retry-After`. Answers of 5xx are not kept.",
+                     with `Retry-After`. Answers of 5xx, 429 and 408 are not kept: the request may be retried.",
                 ))
                 .schema(Some(schema))
                 .build();
