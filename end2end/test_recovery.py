@@ -9,6 +9,8 @@ On PostgreSQL, where several processes share the database, each beats every two 
 take back the leases of one silent for ten seconds, so a killed process's messages go out within
 seconds, while a process whose deliveries merely stall keeps its leases. Those tests run on the
 session's database and only on PostgreSQL; the SQLite ones run on SQLite files of their own.
+
+A log written to a file, as the harness writes each process's, carries no colour codes.
 """
 
 from __future__ import annotations
@@ -130,3 +132,12 @@ def test_a_process_whose_deliveries_stall_keeps_its_leases(spawn_herald, fresh_d
         f"a busy but alive process keeps its leases: {len(webhook_ids)} requests for {len(expected)} messages"
     )
     assert "fell silent" not in other.log_tail(400), other.log_tail(40)
+
+
+def test_a_log_written_to_a_file_carries_no_colour_codes(herald: HeraldServer):
+    """Herald colours its log on a terminal only: written to a file (as here) or a pipe, as a
+    service manager or a collector reads it, its lines are plain text."""
+    herald.admin.get("/healthz", expect=200)
+    text = herald.log_path.read_text(errors="replace")
+    assert "INFO" in text, text[:500]
+    assert "\x1b[" not in text, f"escape codes in {herald.log_path}: {text[:300]!r}"

@@ -1,5 +1,6 @@
 //! Logs (tracing) and metrics (Prometheus), set up once per process.
 
+use std::io::IsTerminal;
 use std::sync::{LazyLock, OnceLock};
 
 use domain::health::ATTEMPT_CLASSES;
@@ -15,7 +16,10 @@ pub fn init_logging() {
     // Herald reports the database's failures itself (once per outage, see `store::health`);
     // sqlx would warn again for every pooled connection an outage breaks.
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=error,sea_orm=warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).try_init();
+    // Colour only on a terminal: a log written to a file or a pipe (journald, a collector) carries
+    // no escape codes.
+    let ansi = std::io::stdout().is_terminal();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_ansi(ansi).try_init();
 }
 
 /// The process-wide Prometheus recorder; several applications in one test
