@@ -364,12 +364,6 @@ pub struct AuditEntry {
     pub detail: Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(ToSchema))]
-pub struct ReplayResult {
-    pub replayed: u64,
-}
-
 /// A replay job as its start answers it: done already when it was small (at most 500 events or
 /// messages), else running, with what it replayed so far.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
