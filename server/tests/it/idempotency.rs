@@ -345,3 +345,29 @@ async fn an_answer_that_says_to_try_again_is_not_kept() {
     let again = send(&app, Method::POST, "/api/v1/events", &token, Some("p2"), Some(event("2"))).await;
     assert_eq!((again.status, again.replayed), (202, false), "{}", again.body);
 }
+
+#[tokio::test]
+async fn a_server_error_is_not_kept_and_the_key_runs_again() {
+    let app = TestApp::start().await;
+    let receiver = TestReceiver::start().await;
+    let (customer_id, token) = app.customer("acme").await;
+    let mut body = subscription_body(&receiver);
+    body["headers"] = json!({"X-A": "1"});
+    let sub = app.subscribe(&token, body).await;
+    let id = sub["id"].as_str().unwrap().to_string();
+    // A stored value that no longer opens: answering the change fails with a 500.
+    let db = &app.services.db;
+    let mut row = herald::store::subscriptions::get(db, &id.as_str().into()).await.unwrap().unwrap();
+    row.headers = Some("sealed:v1:damaged".into());
+    herald::store::subscriptions::update(db, row).await.unwrap();
+
+    let path = format!("/api/v1/subscriptions/{id}");
+    let failed = send(&app, Method::PATCH, &path, &token, Some("k"), Some(json!({"name": "renamed"}))).await;
+    assert_eq!(failed.status, 500, "{}", failed.body);
+    let caller = format!("customer:{customer_id}");
+    assert!(idempotency_keys::get(db, &caller, "k").await.unwrap().is_none(), "a 5xx is not kept");
+    let (_, read) = app.get("/api/v1/subscriptions?limit=1", &token).await;
+    assert_eq!(read["data"][0]["name"], "orders", "the failed change was rolled back: {read}");
+    let again = send(&app, Method::PATCH, &path, &token, Some("k"), Some(json!({"name": "renamed"}))).await;
+    assert_eq!((again.status, again.replayed), (500, false), "the repeat runs again: {}", again.body);
+}
