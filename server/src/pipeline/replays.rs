@@ -67,6 +67,7 @@ pub async fn step(
     token: i64,
     size: u64,
 ) -> Result<Step, DbErr> {
+    replays::plan_each_time(txn).await?;
     let now = p.now_ms();
     let request: Value = serde_json::from_str(&job.request).unwrap_or(Value::Null);
     let done = match job.kind {

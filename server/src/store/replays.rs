@@ -129,3 +129,13 @@ pub async fn release_leases_of(db: &impl ConnectionTrait, id: &ReplayId) -> Resu
     let update = Replays::update_many().col_expr(Column::LeaseUntil, Expr::val(0i64)).filter(Column::Id.eq(id.clone()));
     update.exec(db).await.map(|_| ())
 }
+
+/// Makes the rest of a replay batch's transaction plan each statement for the tables as they are
+/// then (PostgreSQL): a cached generic plan, made while the archive was small, would go on reading
+/// a customer's events whole for every batch once it holds a million (see [`super::PLAN_EACH_TIME`]).
+pub async fn plan_each_time(txn: &impl ConnectionTrait) -> Result<(), DbErr> {
+    if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        txn.execute_unprepared(super::PLAN_EACH_TIME).await?;
+    }
+    Ok(())
+}
