@@ -255,6 +255,10 @@ async fn next_job(p: &Pipeline) -> Result<Option<(replay::Model, i64)>, DbErr> {
     let txn = p.db.begin().await?;
     let job = replays::lease_next(&txn, token, now, lease_until(now)).await?;
     txn.commit().await?;
+    if job.is_some() {
+        // A long job follows a large archive, perhaps loaded since anything last analyzed it.
+        replays::analyze_unless_autovacuum(&p.db).await?;
+    }
     Ok(job.map(|job| (job, token)))
 }
 

@@ -130,6 +130,25 @@ pub async fn release_leases_of(db: &impl ConnectionTrait, id: &ReplayId) -> Resu
     update.exec(db).await.map(|_| ())
 }
 
+/// Gathers the archive's statistics where autovacuum does not (PostgreSQL with it off): without
+/// them a batch's read of a large archive is planned as a scan of the customer's whole archive.
+/// Whether it ran.
+pub async fn analyze_unless_autovacuum(db: &impl ConnectionTrait) -> Result<bool, DbErr> {
+    if db.get_database_backend() != sea_orm::DbBackend::Postgres {
+        return Ok(false);
+    }
+    let setting = sea_orm::Statement::from_string(
+        sea_orm::DbBackend::Postgres,
+        "SELECT current_setting('autovacuum') AS setting",
+    );
+    let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "setting")).transpose()?;
+    if on.as_deref() != Some("off") {
+        return Ok(false);
+    }
+    db.execute_unprepared("ANALYZE events").await?;
+    Ok(true)
+}
+
 /// Makes the rest of a replay batch's transaction plan each statement for the tables as they are
 /// then (PostgreSQL): a cached generic plan, made while the archive was small, would go on reading
 /// a customer's events whole for every batch once it holds a million (see [`super::PLAN_EACH_TIME`]).
