@@ -134,15 +134,7 @@ pub async fn release_leases_of(db: &impl ConnectionTrait, id: &ReplayId) -> Resu
 /// them a batch's read of a large archive is planned as a scan of the customer's whole archive.
 /// Whether it ran.
 pub async fn analyze_unless_autovacuum(db: &impl ConnectionTrait) -> Result<bool, DbErr> {
-    if db.get_database_backend() != sea_orm::DbBackend::Postgres {
-        return Ok(false);
-    }
-    let setting = sea_orm::Statement::from_string(
-        sea_orm::DbBackend::Postgres,
-        "SELECT current_setting('autovacuum') AS setting",
-    );
-    let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "setting")).transpose()?;
-    if on.as_deref() != Some("off") {
+    if !super::retention::autovacuum_off(db).await? {
         return Ok(false);
     }
     db.execute_unprepared("ANALYZE events").await?;

@@ -138,18 +138,23 @@ pub async fn old_minutes(db: &impl ConnectionTrait, now_ms: i64) -> Result<u64, 
 /// the files growing; true when it did. Nothing where autovacuum runs (it does
 /// this by itself) or on SQLite (see [`give_back_free_pages`]).
 pub async fn vacuum_unless_autovacuum(db: &DatabaseConnection) -> Result<bool, DbErr> {
+    if !autovacuum_off(db).await? {
+        return Ok(false);
+    }
+    // Not in a transaction: VACUUM refuses to run in one.
+    db.execute_unprepared("VACUUM messages, attempts, events").await?;
+    Ok(true)
+}
+
+/// Whether the database is PostgreSQL with autovacuum off: Herald then vacuums and analyzes itself.
+pub async fn autovacuum_off(db: &impl ConnectionTrait) -> Result<bool, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         return Ok(false);
     }
     let setting =
         sea_orm::Statement::from_string(DbBackend::Postgres, "SELECT current_setting('autovacuum') AS setting");
     let on: Option<String> = db.query_one_raw(setting).await?.map(|row| row.try_get("", "setting")).transpose()?;
-    if on.as_deref() != Some("off") {
-        return Ok(false);
-    }
-    // Not in a transaction: VACUUM refuses to run in one.
-    db.execute_unprepared("VACUUM messages, attempts, events").await?;
-    Ok(true)
+    Ok(on.as_deref() == Some("off"))
 }
 
 /// On SQLite, gives up to `pages` free pages back to the file system (the

@@ -239,7 +239,8 @@ async fn prepare(
             (0, None)
         }
         Scenario::Replay => {
-            publish_archive(api, opts.replay_events).await?;
+            // No subscription takes them when published: the replay finds them kept.
+            publish_batches(api, ARCHIVE_TYPE, opts.replay_events, ARCHIVE_BATCH).await?;
             (opts.replay_events, None)
         }
         Scenario::Backlog => {
@@ -334,25 +335,6 @@ async fn removed_messages(client: &reqwest::Client, herald: &Herald) -> Result<u
         as u64)
 }
 
-/// `count` events no subscription takes, in batches of a thousand, for the replay to find kept.
-async fn publish_archive(api: &Api, count: usize) -> Result<()> {
-    let target = Target {
-        url: format!("{}/api/v1/events", api.base),
-        bearer: Some(api.token.clone()),
-        content_type: BATCH,
-        id_prefix: None,
-    };
-    let body = Arc::new(move |b: usize| {
-        let to = ((b + 1) * ARCHIVE_BATCH).min(count);
-        Bytes::from(publisher::batch("archive", ARCHIVE_TYPE, b * ARCHIVE_BATCH, to))
-    });
-    let sent = publisher::post_all(&api.client, &target, count.div_ceil(ARCHIVE_BATCH), 4, body, false).await;
-    match publisher::failures(&sent) {
-        (0, _) => Ok(()),
-        (n, first) => Err(format!("archive: {n} publishes failed, first: {}", first.unwrap_or_default()).into()),
-    }
-}
-
 /// A paused subscription to the archive's type, and a replay of every kept event to it: the job's
 /// id and when it started. Its messages are held, so the job's own work is what runs beside the load.
 async fn start_replay(api: &Api, receiver: &Receiver) -> Result<(String, Instant)> {
@@ -407,6 +389,11 @@ async fn prepare_retries(api: &Api, receiver: &Receiver, blackhole: &Blackhole, 
 
 /// Publishes `count` events of one type in full batches, a few at a time.
 async fn publish_prep(api: &Api, event_type: &'static str, count: usize) -> Result<()> {
+    publish_batches(api, event_type, count, PREP_BATCH).await
+}
+
+/// Publishes `count` events of one type in batches of `per_batch`, a few at a time.
+async fn publish_batches(api: &Api, event_type: &'static str, count: usize, per_batch: usize) -> Result<()> {
     let target = Target {
         url: format!("{}/api/v1/events", api.base),
         bearer: Some(api.token.clone()),
@@ -414,9 +401,9 @@ async fn publish_prep(api: &Api, event_type: &'static str, count: usize) -> Resu
         id_prefix: None,
     };
     let body = Arc::new(move |b: usize| {
-        Bytes::from(publisher::batch(event_type, event_type, b * PREP_BATCH, ((b + 1) * PREP_BATCH).min(count)))
+        Bytes::from(publisher::batch(event_type, event_type, b * per_batch, ((b + 1) * per_batch).min(count)))
     });
-    let sent = publisher::post_all(&api.client, &target, count.div_ceil(PREP_BATCH), 4, body, false).await;
+    let sent = publisher::post_all(&api.client, &target, count.div_ceil(per_batch), 4, body, false).await;
     match publisher::failures(&sent) {
         (0, _) => Ok(()),
         (n, first) => Err(format!("preparation: {n} publishes failed, first: {}", first.unwrap_or_default()).into()),
