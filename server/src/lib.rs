@@ -12,6 +12,7 @@ pub mod service;
 pub mod store;
 pub mod subscription_secrets;
 pub mod telemetry;
+pub mod tls;
 pub mod ui;
 
 pub use application::Application;

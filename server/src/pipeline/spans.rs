@@ -42,6 +42,7 @@ impl Spans {
     pub fn start(endpoint: &str) -> Result<Spans, String> {
         let base = endpoint.trim_end_matches('/');
         let url = if base.ends_with("/v1/traces") { base.to_string() } else { format!("{base}/v1/traces") };
+        crate::tls::install_provider();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_endpoint(url)

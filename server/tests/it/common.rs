@@ -109,6 +109,7 @@ impl TestApp {
     }
 
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        herald::tls::install_provider();
         let db = TestDb::new().await;
         let mut s = settings(&db);
         adjust(&mut s);

@@ -159,6 +159,7 @@ fn subscription_fields(text: &str) -> std::result::Result<serde_json::Map<String
 
 fn main() -> std::process::ExitCode {
     let _ = now_ns();
+    herald::tls::install_provider();
     let mut opts = Opts::parse();
     if opts.herald.is_none() {
         opts.herald = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("herald")));

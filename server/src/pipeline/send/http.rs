@@ -24,6 +24,7 @@ pub const READ_BODY_CAP: usize = 64 * 1024;
 /// since many endpoints often share one host and a smaller pool means a new
 /// connection for most deliveries.
 pub fn client(allow_private: bool, max_idle: usize) -> reqwest::Client {
+    crate::tls::install_provider();
     reqwest::Client::builder()
         .redirect(Policy::none())
         .no_proxy()
