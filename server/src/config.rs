@@ -466,4 +466,43 @@ mod tests {
         assert_eq!(file("sqlite::memory:"), None);
         assert_eq!(file("postgres://db/herald"), None);
     }
+
+    /// The configuration the Debian package installs: it loads, sets every key to its default
+    /// but where the data lives, and names every key (a commented line for an unset one).
+    #[test]
+    fn the_packaged_configuration_names_every_key_at_its_default() {
+        const PACKAGED: &str = include_str!("../../deploy/debian/herald.toml");
+        let loaded = Settings::from_figment(
+            Figment::from(Serialized::defaults(Settings::default())).merge(Toml::string(PACKAGED)),
+        )
+        .and_then(Settings::validated)
+        .expect("the packaged configuration loads");
+        let expected = Settings {
+            database_url: "sqlite:///var/lib/herald/herald.db?mode=rwc".into(),
+            data_dir: Some("/var/lib/herald".into()),
+            ..Settings::default()
+        };
+        assert_eq!(loaded, expected);
+
+        let mut named = std::collections::BTreeSet::new();
+        let mut section = String::new();
+        for line in PACKAGED.lines().map(|l| l.trim_start_matches("# ")) {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = format!("{name}.");
+            } else if let Some((key, _)) = line.split_once(" = ") {
+                named.insert(format!("{section}{key}"));
+            }
+        }
+        let mut keys = std::collections::BTreeSet::new();
+        let all = serde_json::to_value(Settings::default()).unwrap();
+        for (key, value) in all.as_object().unwrap() {
+            match value.as_object() {
+                Some(inner) => keys.extend(inner.keys().map(|k| format!("{key}.{k}"))),
+                None => {
+                    keys.insert(key.clone());
+                }
+            }
+        }
+        assert_eq!(named, keys);
+    }
 }
