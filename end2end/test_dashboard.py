@@ -256,6 +256,16 @@ def fact(page: Page, label: str) -> str:
     return dd.first.inner_text().strip()
 
 
+def revealed_secret(page: Page, label: str) -> str:
+    """The secret of a facts entry, hidden until its reveal is opened (natively, without JavaScript)."""
+    dd = page.locator(f"xpath=//dl[contains(@class,'facts')]/dt[normalize-space()='{label}']/following-sibling::dd[1]")
+    code = dd.first.locator("code.secret")
+    assert not code.is_visible(), "the secret is hidden until it is asked for"
+    dd.first.locator("summary").click()
+    assert code.is_visible(), "the reveal shows the secret"
+    return code.inner_text().strip()
+
+
 def table_row(page: Page, text: str):
     """The table body row that contains `text`."""
     return page.locator("tbody tr", has_text=text)
@@ -668,7 +678,7 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     stored = client.get(f"/api/v1/subscriptions/{sub_id}", expect=200).json()
     assert (stored["name"], stored["url"], stored["event_types"]) == (name, receiver.url(path), [event_type]), stored
     assert stored["retry_policy"]["kind"] == "eventarc", stored
-    secret = fact(page, "Signing secret (v1, HMAC-SHA256)")
+    secret = revealed_secret(page, "Signing secret (v1, HMAC-SHA256)")
     assert secret.startswith("whsec_"), secret
 
     tab.submit(page.get_by_role("button", name="Pause"), "paused")
@@ -684,7 +694,7 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     tab.submit(page.get_by_role("button", name="Rotate secret"), "rotated")
     assert tab.path == f"/subscriptions/{sub_id}?rotated=1", tab.path
     assert any("new secret" in n for n in tab.notices()), tab.notices()
-    rotated = fact(page, "Signing secret (v1, HMAC-SHA256)")
+    rotated = revealed_secret(page, "Signing secret (v1, HMAC-SHA256)")
     assert rotated.startswith("whsec_") and rotated != secret, f"the secret changes: {secret} -> {rotated}"
 
     tab.submit(page.get_by_role("button", name="Send a test event"), "test-event-sent")

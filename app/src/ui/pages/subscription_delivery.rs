@@ -9,15 +9,21 @@ use crate::ui::server_fns::UpdateDelivery;
 use domain::dto::{AuthView, Subscription};
 use domain::states::SignatureScheme;
 
-/// The facts: scheme and key, header names, the credentials' kind and what is not secret.
+/// The facts: scheme and key (a signing secret behind a reveal), header names, the credentials'
+/// kind and what is not secret.
 pub fn delivery_facts(s: &Subscription) -> impl IntoView + use<> {
     let key = match (s.signature, s.public_key.clone(), s.secret.clone()) {
         (SignatureScheme::V1a, Some(public), _) => view! {
             <dt>"Public key (v1a, Ed25519)"</dt><dd><code class="secret">{public}</code></dd>
         }
         .into_any(),
+        // Hidden until asked for, so that a glance over a shoulder does not take it; <details>
+        // opens without JavaScript.
         (_, _, secret) => view! {
-            <dt>"Signing secret (v1, HMAC-SHA256)"</dt><dd><code class="secret">{secret.unwrap_or_default()}</code></dd>
+            <dt>"Signing secret (v1, HMAC-SHA256)"</dt>
+            <dd><details class="reveal"><summary>"Show the secret"</summary>
+                <code class="secret">{secret.unwrap_or_default()}</code>
+            </details></dd>
         }
         .into_any(),
     };
