@@ -147,6 +147,23 @@ async fn customers_see_only_their_own_data_and_no_admin_pages() {
     }
 }
 
+#[tokio::test]
+async fn an_attempt_without_a_response_opens_no_response_box() {
+    let app = TestApp::start().await;
+    let (_, key) = customer_user(&app, "acme", "alice").await;
+    app.subscribe(&key, json!({"name": "nobody listens", "url": "http://127.0.0.1:9/x", "event_types": ["*"]})).await;
+    let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
+    assert_eq!(app.deliver_fresh().await, 1);
+    assert_eq!(app.message(&key, &msg).await["attempt_count"], 1);
+
+    let mut alice = Browser::new(&app);
+    alice.login("alice", "password-123").await;
+    let (status, html, _) = alice.get(&format!("/messages/{msg}")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("no response") && html.contains("connect"), "the attempt says why: {html}");
+    assert!(!html.contains("Response headers and body"), "no empty response box: {html}");
+}
+
 /// Another dashboard being built in the same process (a second server, or the
 /// next test) never holds back the resources of a page being rendered.
 #[tokio::test]

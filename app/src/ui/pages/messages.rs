@@ -243,9 +243,20 @@ fn message_view(d: MessageDetail, replay: ServerAction<ReplayMessage>) -> AnyVie
     .into_any()
 }
 
-/// One attempt; the latest one opens its response.
+/// One attempt; the latest one opens its response. An attempt that got no response (it could not
+/// connect, or timed out) has none to open: its outcome and error say what happened.
 fn attempt_view(a: Attempt, latest: bool) -> impl IntoView {
     let status = a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "no response".into());
+    let response = a.status_code.is_some().then(|| {
+        let (headers, body) = (pretty(&a.response_headers), a.response_body.clone().unwrap_or_default());
+        view! {
+            <details open=latest>
+                <summary>"Response headers and body"</summary>
+                <pre class="json">{headers}</pre>
+                <pre class="body">{body}</pre>
+            </details>
+        }
+    });
     view! {
         <article class="attempt">
             <h3>{format!("#{} · {} · {} ms", a.number, time(&a.started_at), a.duration_ms)}</h3>
@@ -259,11 +270,7 @@ fn attempt_view(a: Attempt, latest: bool) -> impl IntoView {
                 <summary>"Request headers"</summary>
                 <pre class="json">{pretty(&a.request_headers)}</pre>
             </details>
-            <details open=latest>
-                <summary>"Response headers and body"</summary>
-                <pre class="json">{pretty(&a.response_headers)}</pre>
-                <pre class="body">{a.response_body.clone().unwrap_or_default()}</pre>
-            </details>
+            {response}
         </article>
     }
 }
