@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The Debian package as an operator meets it, on this machine (run as root; loopback only; it cleans up
-# after itself). It builds the package with cargo-deb (a release build), installs it with dpkg, checks
+# after itself). It builds the package with cargo-deb (the dist profile), installs it with dpkg, checks
 # what it put where, verifies and scores the systemd unit, starts the installed binary by hand as the
 # herald user with the installed configuration (there is no systemd as PID 1 here), publishes an event,
 # upgrades the package over a changed configuration, and removes it, then checks what stays:
 #
-#   deploy/debian/test-package.sh [--no-build]    (--no-build: package target/release/herald as it is)
+#   deploy/debian/test-package.sh [--no-build]    (--no-build: package target/dist/herald as it is)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -33,7 +33,9 @@ fi
 
 # --- build -----------------------------------------------------------------------------------
 cargo deb -p server "${BUILD[@]}" --output "$WORK/herald.deb"
-cargo deb -p server --profile dist --no-build --deb-version 0.1.0-2 --output "$WORK/herald-upgrade.deb" >/dev/null
+# The same build one Debian revision later, to upgrade to.
+cargo deb -p server --profile dist --no-build --deb-revision 99 --output "$WORK/herald-upgrade.deb" >/dev/null
+UPGRADE_VERSION=$(dpkg-deb --field "$WORK/herald-upgrade.deb" Version)
 ok "built $(dpkg-deb --field "$WORK/herald.deb" Package Version Depends | tr '\n' ' ')"
 
 # --- install ---------------------------------------------------------------------------------
@@ -108,7 +110,7 @@ ok "the installed binary served $BASE/healthz and accepted a publish; herald.key
 sed -i 's/^publish_burst = 100/publish_burst = 77/' /etc/herald/herald.toml
 key_before=$(sha256sum /var/lib/herald/herald.key)
 DEBIAN_FRONTEND=noninteractive dpkg -i --force-confdef --force-confold "$WORK/herald-upgrade.deb"
-[[ $(dpkg-query -W -f='${Version}' herald) == 0.1.0-2 ]] || fail "the upgrade did not install 0.1.0-2"
+[[ $(dpkg-query -W -f='${Version}' herald) == "$UPGRADE_VERSION" ]] || fail "the upgrade did not install $UPGRADE_VERSION"
 grep -q '^publish_burst = 77' /etc/herald/herald.toml || fail "the upgrade replaced the changed configuration"
 [[ $(sha256sum /var/lib/herald/herald.key) == "$key_before" ]] || fail "the upgrade changed herald.key"
 start_herald

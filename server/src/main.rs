@@ -59,7 +59,6 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     return_freed_memory_soon();
-    herald::tls::install_provider();
     let cli = Cli::parse();
     telemetry::init_logging();
     let settings = match Settings::load(cli.config.as_deref()) {
