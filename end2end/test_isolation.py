@@ -144,6 +144,8 @@ def body_for(method: str, path: str, victim: Victim) -> dict[str, Any] | None:
         return {"subscription_id": victim.subscription_id, "state": "dead", "customer_id": victim.tenant.id}
     if path == "/api/v1/subscriptions/{id}/send-example":
         return {"event_type": victim.event_type}
+    if path == "/api/v1/customers/{id}/portal-links":
+        return {"role": "editor", "ttl_secs": 600}
     if path == "/api/v1/event-types/{name}":
         return {"description": "hijacked"}
     if path.startswith("/api/v1/subscriptions"):

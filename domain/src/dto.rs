@@ -398,12 +398,36 @@ pub struct Viewer {
     pub username: String,
     pub role: Role,
     pub customer_id: Option<String>,
+    /// Set when the session was opened by a portal link rather than a login.
+    pub portal: Option<PortalSession>,
 }
 
 impl Viewer {
     pub fn is_admin(&self) -> bool {
         self.role == Role::Admin
     }
+
+    /// Whether this user may change anything: every role but `viewer`.
+    pub fn can_change(&self) -> bool {
+        self.role != Role::Viewer
+    }
+}
+
+/// What a session opened by a portal link knows of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortalSession {
+    pub link_id: String,
+    pub customer_name: String,
+    /// Where the "Back" link leads, when the link named a place.
+    pub return_url: Option<String>,
+}
+
+/// A new portal link: `url` works once, and not after `expires_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(ToSchema))]
+pub struct PortalLink {
+    pub url: String,
+    pub expires_at: DateTime<Utc>,
 }
 
 /// Attempts in one bar of a chart (a minute of the overview's, an hour of an endpoint's).

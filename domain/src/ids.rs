@@ -142,6 +142,8 @@ prefixed_id! {
     EventTypeId = "ety";
     /// A replay job (`rpl_`).
     ReplayId = "rpl";
+    /// A customer portal link (`prt_`); its token is another, secret, value.
+    PortalLinkId = "prt";
 }
 
 #[cfg(test)]

@@ -105,8 +105,13 @@ text_enum!(
     ReplayState { Running = "running", Done = "done", Failed = "failed", Cancelled = "cancelled" }
 );
 text_enum!(
-    /// A dashboard user's role.
-    Role { Admin = "admin", Customer = "customer" }
+    /// A dashboard user's role: `customer` (the editor) acts for its customer, `viewer` sees
+    /// what it sees and changes nothing.
+    Role { Admin = "admin", Customer = "customer", Viewer = "viewer" }
+);
+text_enum!(
+    /// What a portal link's holder may do: `viewer` reads, `editor` acts as the customer's own user.
+    PortalRole { Viewer = "viewer", Editor = "editor" }
 );
 
 #[cfg(test)]

@@ -30,10 +30,54 @@ pub struct Settings {
     /// An OpenTelemetry collector's OTLP/HTTP address (`http://127.0.0.1:4318`): spans of
     /// publishes and attempts are sent to its `/v1/traces`. Unset, nothing is exported.
     pub otlp_endpoint: Option<String>,
+    /// Where people reach Herald (`https://herald.example.com`): portal links start with it. Unset,
+    /// a link starts with the address its request was sent to.
+    pub public_url: Option<String>,
     pub breaker: BreakerSettings,
     pub delivery: DeliverySettings,
     pub limits: LimitSettings,
     pub retention: RetentionSettings,
+    pub portal: PortalSettings,
+}
+
+/// How the customer portal may be embedded.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PortalSettings {
+    /// The origins (space-separated, as CSP's `frame-ancestors` takes them) whose pages may show
+    /// the dashboard in an iframe. Empty: no page may (`frame-ancestors 'none'`, `X-Frame-Options: DENY`).
+    pub frame_ancestors: String,
+}
+
+impl PortalSettings {
+    /// The sources of `frame_ancestors`, each checked: `'self'`, or a scheme and a host (whose
+    /// first label may be `*`) with an optional port. Anything else could break the header.
+    pub fn origins(&self) -> Result<Vec<&str>, String> {
+        let origins: Vec<&str> = self.frame_ancestors.split_ascii_whitespace().collect();
+        for origin in &origins {
+            if !is_frame_source(origin) {
+                return Err(format!("{origin:?} is not an origin like https://app.example.com"));
+            }
+        }
+        Ok(origins)
+    }
+}
+
+fn is_frame_source(source: &str) -> bool {
+    if source == "'self'" {
+        return true;
+    }
+    let Some(rest) = source.strip_prefix("https://").or_else(|| source.strip_prefix("http://")) else {
+        return false;
+    };
+    let (host, port) = rest.split_once(':').unwrap_or((rest, ""));
+    let host = host.strip_prefix("*.").unwrap_or(host);
+    let host_ok = !host.is_empty()
+        && host
+            .split('.')
+            .all(|label| !label.is_empty() && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    let port_ok = port.is_empty() || (port.len() <= 5 && port.chars().all(|c| c.is_ascii_digit()));
+    host_ok && port_ok && !rest.ends_with(':')
 }
 
 /// When a commit on SQLite reaches the disk. Herald runs SQLite in WAL mode.
@@ -137,10 +181,12 @@ impl Default for Settings {
             data_dir: None,
             sqlite_synchronous: SqliteSynchronous::default(),
             otlp_endpoint: None,
+            public_url: None,
             breaker: BreakerSettings::default(),
             delivery: DeliverySettings::default(),
             limits: LimitSettings::default(),
             retention: RetentionSettings::default(),
+            portal: PortalSettings::default(),
         }
     }
 }
@@ -265,6 +311,17 @@ impl Settings {
                 return invalid("otlp_endpoint", "must be an http:// or https:// URL, like http://127.0.0.1:4318");
             }
         }
+        if let Some(public) = &self.public_url {
+            let parsed = url::Url::parse(public).ok().filter(|u| {
+                matches!(u.scheme(), "http" | "https") && u.has_host() && u.query().is_none() && u.fragment().is_none()
+            });
+            if parsed.is_none() {
+                return invalid("public_url", "must be an http:// or https:// URL, like https://herald.example.com");
+            }
+        }
+        if let Err(message) = self.portal.origins() {
+            return invalid("portal.frame_ancestors", &message);
+        }
         let b = &self.breaker;
         if !(b.failure_rate > 0.0 && b.failure_rate <= 1.0) {
             return invalid("breaker.failure_rate", "must be above 0 and at most 1");
@@ -319,7 +376,7 @@ impl Settings {
     }
 }
 
-/// `HERALD_*` variables (with `HERALD_BREAKER_*`, `HERALD_DELIVERY_*`, `HERALD_LIMITS_*` and `HERALD_RETENTION_*` mapped
+/// `HERALD_*` variables (with `HERALD_BREAKER_*`, `HERALD_DELIVERY_*`, `HERALD_LIMITS_*`, `HERALD_RETENTION_*` and `HERALD_PORTAL_*` mapped
 /// into their sections) and the conventional `DATABASE_URL`. Other `HERALD_*`
 /// variables belong to other tools and are left alone.
 fn environment() -> Figment {
@@ -334,10 +391,11 @@ fn environment() -> Figment {
         "data_dir",
         "sqlite_synchronous",
         "otlp_endpoint",
+        "public_url",
     ];
     let herald = Env::prefixed("HERALD_").filter_map(|key| {
         let key = key.as_str().to_ascii_lowercase();
-        for section in ["breaker", "delivery", "limits", "retention"] {
+        for section in ["breaker", "delivery", "limits", "retention", "portal"] {
             if let Some(rest) = key.strip_prefix(&format!("{section}_")) {
                 return Some(format!("{section}.{rest}").into());
             }
@@ -401,6 +459,30 @@ mod tests {
             assert_eq!(s.listen, "127.0.0.1:0");
             assert_eq!(s.admin_password.as_deref(), Some("correct horse"));
             assert!(s.allow_private_targets);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn the_portal_reads_its_frame_ancestors_and_refuses_what_is_not_an_origin() {
+        figment::Jail::expect_with(|jail| {
+            assert_eq!(Settings::load(None).expect("defaults").portal.origins(), Ok(vec![]));
+            jail.set_env("HERALD_PORTAL_FRAME_ANCESTORS", "https://app.example.com  http://127.0.0.1:3000 'self'");
+            jail.set_env("HERALD_PUBLIC_URL", "https://herald.example.com");
+            let s = Settings::load(None).expect("valid settings");
+            let origins = s.portal.origins().unwrap();
+            assert_eq!(origins, ["https://app.example.com", "http://127.0.0.1:3000", "'self'"]);
+            assert_eq!(s.public_url.as_deref(), Some("https://herald.example.com"));
+            for bad in
+                ["*", "https://a.example.com; script-src *", "app.example.com", "'none'", "https://a.example.com:"]
+            {
+                jail.set_env("HERALD_PORTAL_FRAME_ANCESTORS", bad);
+                let e = Settings::load(None).unwrap_err().to_string();
+                assert!(e.contains("portal.frame_ancestors"), "{bad}: {e}");
+            }
+            jail.set_env("HERALD_PORTAL_FRAME_ANCESTORS", "");
+            jail.set_env("HERALD_PUBLIC_URL", "herald.example.com");
+            assert!(Settings::load(None).unwrap_err().to_string().contains("public_url"));
             Ok(())
         });
     }

@@ -62,6 +62,11 @@ pub fn new_api_token() -> String {
     format!("hk_{}", URL_SAFE_NO_PAD.encode(random_bytes::<32>()))
 }
 
+/// A new portal link's token: `hp_` and 32 random bytes.
+pub fn new_portal_token() -> String {
+    format!("hp_{}", URL_SAFE_NO_PAD.encode(random_bytes::<32>()))
+}
+
 /// Tokens carry 256 bits of randomness, so a plain SHA-256 is enough to store
 /// them safely and find them by hash in one indexed lookup.
 pub fn token_hash(token: &str) -> String {

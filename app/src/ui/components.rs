@@ -8,12 +8,23 @@ use leptos_router::hooks::use_query_map;
 use super::server_fns::{Logout, get_customer_choices, get_viewer};
 use domain::dto::{Bucket, Choice, Viewer};
 
+/// The logged-in user of this page, read once and shared with what the page holds.
+#[derive(Clone, Copy)]
+struct PageViewer(Resource<Result<Option<Viewer>, ServerFnError>>);
+
+fn page_viewer() -> Resource<Result<Option<Viewer>, ServerFnError>> {
+    match use_context::<PageViewer>() {
+        Some(PageViewer(viewer)) => viewer,
+        None => Resource::new(|| (), |_| get_viewer()),
+    }
+}
+
 /// The page frame: navigation for the logged-in user, and the page's content.
 /// Pages that need a login render their content only when `viewer` is known.
 #[component]
 pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
     let viewer = Resource::new(|| (), |_| get_viewer());
-    let logout = ServerAction::<Logout>::new();
+    provide_context(PageViewer(viewer));
     view! {
         <leptos_meta::Title text=format!("{title} · Herald")/>
         <header class="top">
@@ -36,10 +47,7 @@ pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
                                     <a href="/admin/audit">"Audit log"</a>
                                 })}
                             </nav>
-                            <ActionForm action=logout attr:class="logout">
-                                <span class="who">{v.username.clone()} " (" {v.role.as_str()} ")"</span>
-                                <button type="submit">"Log out"</button>
-                            </ActionForm>
+                            {who(v)}
                         }
                     })
                 })}
@@ -52,10 +60,52 @@ pub fn Frame(title: &'static str, children: ChildrenFn) -> impl IntoView {
     }
 }
 
+/// Who is logged in. A portal session names its customer and leads "Back" to the product that
+/// opened it; it has no "Log out" (the product's own page ends it, or `POST /logout`).
+fn who(v: Viewer) -> AnyView {
+    let role = if v.can_change() { "" } else { " (view only)" };
+    match v.portal {
+        Some(portal) => view! {
+            <div class="logout">
+                <span class="who">{portal.customer_name} {role}</span>
+                {portal.return_url.map(|url| view! { <a class="back" href=url>"Back"</a> })}
+            </div>
+        }
+        .into_any(),
+        None => {
+            let logout = ServerAction::<Logout>::new();
+            view! {
+                <ActionForm action=logout attr:class="logout">
+                    <span class="who">{v.username.clone()} " (" {v.role.as_str()} ")"</span>
+                    <button type="submit">"Log out"</button>
+                </ActionForm>
+            }
+            .into_any()
+        }
+    }
+}
+
+/// What only a role that may change things is shown: the forms that change state. A viewer
+/// sees none of them (and the server refuses their actions all the same).
+#[component]
+pub fn Changes(children: ChildrenFn) -> impl IntoView {
+    let viewer = page_viewer();
+    view! {
+        <Suspense fallback=|| ()>
+            {move || {
+                let children = children.clone();
+                Suspend::new(async move {
+                    viewer.await.ok().flatten().is_some_and(|v| v.can_change()).then(|| children())
+                })
+            }}
+        </Suspense>
+    }
+}
+
 /// The customer a new object is for: a choice for the admin, nothing for a customer (whose own it is).
 #[component]
 pub fn CustomerField() -> impl IntoView {
-    let viewer = Resource::new(|| (), |_| get_viewer());
+    let viewer = page_viewer();
     view! {
         <Suspense fallback=|| ()>
             {move || Suspend::new(async move {

@@ -22,6 +22,8 @@ pub enum UiError {
     NotLoggedIn,
     #[error("not found")]
     NotFound,
+    #[error("you can look but not change anything here")]
+    Forbidden,
     #[error("{0}")]
     Invalid(String),
     #[error("something went wrong; try again")]

@@ -32,10 +32,21 @@ mod ssr {
         }
     }
 
-    /// A failure as the page shows it; "not found" and "unavailable" also set the status.
+    /// The logged-in user, if it may change things: a viewer's request is refused here, before
+    /// its form is read (and by every use case that changes state, whoever calls it).
+    pub async fn writer() -> Result<(SharedBackend, Viewer), ServerFnError> {
+        let (backend, v) = viewer().await?;
+        if !v.can_change() {
+            return Err(fail(UiError::Forbidden));
+        }
+        Ok((backend, v))
+    }
+
+    /// A failure as the page shows it; "not found", "forbidden" and "unavailable" also set the status.
     pub fn fail(e: UiError) -> ServerFnError {
         let status = match e {
             UiError::NotFound => Some(http::StatusCode::NOT_FOUND),
+            UiError::Forbidden => Some(http::StatusCode::FORBIDDEN),
             UiError::Unavailable => Some(http::StatusCode::SERVICE_UNAVAILABLE),
             _ => None,
         };
@@ -55,7 +66,7 @@ use domain::request::{
     SendExampleBody, SubscriptionBody, SubscriptionPatch, UnlockBody, UserBody,
 };
 #[cfg(feature = "ssr")]
-use ssr::{fail, viewer};
+use ssr::{fail, viewer, writer};
 
 /// A form's fields that do not read as their body's rules say.
 #[cfg(feature = "ssr")]
@@ -109,7 +120,7 @@ pub async fn unlock_endpoint(
     older_than_minutes: Option<String>,
     from: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     // The form asks for minutes; the body's rule counts seconds.
     let older_than_secs = match text(older_than_minutes).map(|m| m.parse::<i64>()) {
         None => None,
@@ -140,7 +151,7 @@ pub async fn get_endpoint_health(id: String) -> Result<EndpointHealth, ServerFnE
 /// Replays the dead messages of one kind of failure (`503`, `timeout`) at an endpoint.
 #[server]
 pub async fn replay_failures(id: String, kind: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let started = backend.replay_failures(&v, &id.as_str().into(), &kind).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/replays/{}", urlencode(&started.replay_id)));
     Ok(())
@@ -185,7 +196,7 @@ pub async fn replay_window(
     event_types: Option<String>,
     source: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let body = ReplayWindowBody::read_form(&[
         ("since", text(since)),
         ("until", text(until)),
@@ -232,7 +243,7 @@ pub async fn create_event_type(
     example: Option<String>,
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let body = EventTypeBody::read_form(&[
         ("name", text(name)),
         ("description", text(description)),
@@ -255,7 +266,7 @@ pub async fn update_event_type(
     schema: Option<String>,
     example: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let patch = EventTypePatch::read_form(&[
         ("description", Some(description.unwrap_or_default())),
         ("schema", Some(schema.unwrap_or_default())),
@@ -269,7 +280,7 @@ pub async fn update_event_type(
 
 #[server]
 pub async fn delete_event_type(name: String, customer_id: Option<String>) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     backend.delete_event_type(&v, text(customer_id), &name).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/event-types?removed={}", urlencode(&name)));
     Ok(())
@@ -331,7 +342,7 @@ pub async fn create_subscription(
     #[server(flatten)] form: SubscriptionForm,
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let mut form = subscription_form(form).to_vec();
     form.push(("customer_id", text(customer_id)));
     let body = SubscriptionBody::read_form(&form).map_err(invalid)?;
@@ -342,7 +353,7 @@ pub async fn create_subscription(
 
 #[server]
 pub async fn update_subscription(id: String, #[server(flatten)] form: SubscriptionForm) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let form = subscription_form(form);
     let patch = SubscriptionPatch::read_form(&form).map_err(invalid)?;
     backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
@@ -352,7 +363,7 @@ pub async fn update_subscription(id: String, #[server(flatten)] form: Subscripti
 
 #[server]
 pub async fn set_subscription_status(id: String, status: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let patch = SubscriptionPatch::read_form(&[("status", Some(status))]).map_err(invalid)?;
     backend.update_subscription(&v, &id.as_str().into(), patch).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?saved=1"));
@@ -361,7 +372,7 @@ pub async fn set_subscription_status(id: String, status: String) -> Result<(), S
 
 #[server]
 pub async fn rotate_secret(id: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     backend.rotate_secret(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/subscriptions/{id}?rotated=1"));
     Ok(())
@@ -419,7 +430,7 @@ impl DeliveryForm {
 
 #[server]
 pub async fn update_delivery(id: String, #[server(flatten)] form: DeliveryForm) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let mut fields =
         vec![("headers", Some(form.headers.clone().unwrap_or_default())), ("signature", text(form.signature.clone()))];
     if let Some(auth) = form.auth_json() {
@@ -434,7 +445,7 @@ pub async fn update_delivery(id: String, #[server(flatten)] form: DeliveryForm) 
 /// Publishes the catalog's example of `event_type` to this subscription alone.
 #[server]
 pub async fn send_example(id: String, event_type: Option<String>) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let body = SendExampleBody::read_form(&[("event_type", text(event_type))]).map_err(invalid)?;
     let published = backend.send_example(&v, &id.into(), body).await.map_err(fail)?;
     let message_id = published.events.first().and_then(|e| e.message_ids.first()).cloned().unwrap_or_default();
@@ -444,7 +455,7 @@ pub async fn send_example(id: String, event_type: Option<String>) -> Result<(), 
 
 #[server]
 pub async fn send_test_event(id: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let message_id = backend.send_test_event(&v, &id.into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/messages/{message_id}?sent=1"));
     Ok(())
@@ -464,7 +475,7 @@ pub async fn get_message(id: String) -> Result<MessageDetail, ServerFnError> {
 
 #[server]
 pub async fn replay_message(id: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     backend.replay(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/messages/{id}?replayed=1"));
     Ok(())
@@ -477,7 +488,7 @@ pub async fn replay_dead(
     since: Option<String>,
     until: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let filter = LogFilter {
         event_id: None,
         subscription_id: text(subscription_id),
@@ -501,7 +512,7 @@ pub async fn get_replay(id: String) -> Result<Replay, ServerFnError> {
 /// Cancels a running replay; back to its page.
 #[server]
 pub async fn cancel_replay(id: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     backend.cancel_replay(&v, &id.as_str().into()).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/replays/{}", urlencode(&id)));
     Ok(())
@@ -515,7 +526,7 @@ pub async fn get_customers(cursor: Option<String>) -> Result<Page<Customer>, Ser
 
 #[server]
 pub async fn create_customer(name: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let body = NameBody::read_form(&[("name", Some(name))]).map_err(invalid)?;
     let customer = backend.create_customer(&v, body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/admin/customers?created={}", customer.id));
@@ -524,7 +535,7 @@ pub async fn create_customer(name: String) -> Result<(), ServerFnError> {
 
 #[server]
 pub async fn create_api_key(customer_id: String, name: String) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let body = NameBody::read_form(&[("name", Some(name))]).map_err(invalid)?;
     let key = backend.create_api_key(&v, &customer_id.trim().into(), body).await.map_err(fail)?;
     leptos_axum::redirect(&format!("/admin/customers?key={}", key.id));
@@ -534,7 +545,7 @@ pub async fn create_api_key(customer_id: String, name: String) -> Result<(), Ser
 /// The token of a key just created by this user, once.
 #[server]
 pub async fn take_api_key_token(key_id: String) -> Result<Option<String>, ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     Ok(backend.take_api_key_token(&v, &key_id.into()).await)
 }
 
@@ -551,7 +562,7 @@ pub async fn create_user(
     role: String,
     customer_id: Option<String>,
 ) -> Result<(), ServerFnError> {
-    let (backend, v) = viewer().await?;
+    let (backend, v) = writer().await?;
     let form = [
         ("username", Some(username)),
         ("password", Some(password)),

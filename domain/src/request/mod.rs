@@ -13,6 +13,7 @@
 mod delivery;
 #[cfg(feature = "openapi")]
 pub mod openapi;
+mod portal;
 mod rules;
 mod unlock;
 
@@ -23,10 +24,11 @@ use crate::event::CloudEvent;
 use crate::ids::{CustomerId, SubscriptionId};
 use crate::input::Fields;
 use crate::policy::RetryPolicy;
-use crate::states::{ContentMode, Role, SignatureScheme, SubscriptionStatus};
+use crate::states::{ContentMode, PortalRole, Role, SignatureScheme, SubscriptionStatus};
 use crate::target::TargetUrl;
 
 pub use delivery::{DeliveryAuth, ExtraHeaders, MASK};
+pub use portal::{DEFAULT_PORTAL_TTL_SECS, ReturnUrl};
 pub use rules::*;
 pub use unlock::{MAX_OLDER_THAN_SECS, UnlockBody};
 
@@ -267,6 +269,19 @@ request_body! {
     }
 }
 
+request_body! {
+    /// A one-time link that opens the dashboard as the customer, without a password.
+    PortalLinkBody {
+        /// `viewer` (the default) sees the customer's pages and changes nothing; `editor` acts as
+        /// the customer's own user.
+        optional role: PortalRole,
+        /// How long the link (and the session it opens) lasts, in seconds; 3600 when absent.
+        optional ttl_secs: Integer<60, 86400>,
+        /// Where the portal's "Back" link leads: https, or http on a loopback host.
+        optional return_url: ReturnUrl,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -300,7 +315,7 @@ mod tests {
         assert_eq!(bulk, ["must be dead"]);
         let user = UserBody::read(&json!({"username": "ann", "password": "ééééééé", "role": "root"})).unwrap_err();
         let named: Vec<(&str, &str)> = user.iter().map(|e| (e.field.as_str(), e.message.as_str())).collect();
-        let expected = [("password", "must be at least 8 characters"), ("role", "must be admin or customer")];
+        let expected = [("password", "must be at least 8 characters"), ("role", "must be admin, customer or viewer")];
         assert_eq!(named, expected, "seven characters are too few, however many bytes they take");
     }
 

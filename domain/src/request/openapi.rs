@@ -49,15 +49,15 @@ pub fn describe(schema: RefOr<Schema>, lines: &[&str]) -> RefOr<Schema> {
     }
 }
 
-/// A user's `customer_id`: required with the role `customer`, absent or null with `admin`.
+/// A user's `customer_id`: required with the roles `customer` and `viewer`, absent or null with `admin`.
 pub fn customer_names_customer(user: &mut Object) {
-    let role = |role: &str| ObjectBuilder::new().schema_type(Type::String).enum_values(Some([role]));
+    let role = |roles: &[&str]| ObjectBuilder::new().schema_type(Type::String).enum_values(Some(roles.to_vec()));
     let customer = ObjectBuilder::new()
-        .property("role", role("customer"))
+        .property("role", role(&["customer", "viewer"]))
         .property("customer_id", ObjectBuilder::new().schema_type(Type::String))
         .required("customer_id");
     let admin = ObjectBuilder::new()
-        .property("role", role("admin"))
+        .property("role", role(&["admin"]))
         .property("customer_id", ObjectBuilder::new().schema_type(Type::Null));
     // utoipa's Object has no `oneOf` next to `properties`: added as a raw keyword.
     let one_of = serde_json::json!([customer.build(), admin.build()]);

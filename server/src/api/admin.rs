@@ -2,26 +2,30 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use domain::dto;
 use domain::ids::{ApiKeyId, CustomerId};
 use domain::query::{AuditQuery, Cursor, Limit, PageQuery, text_of};
-use domain::request::{NameBody, UserBody};
+use domain::request::{NameBody, PortalLinkBody, UserBody};
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::extract::{Admin, Body, Params};
 use super::problem::ApiResult;
-use super::schemas::{AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, ListErrors, ReadErrors};
+use super::schemas::{
+    AdminCreateErrors, AdminCreateUnderErrors, AdminListErrors, CreateErrors, ListErrors, ReadErrors,
+};
 use super::state::ApiState;
-use crate::service::{PageRequest, Principal, ServiceError, audit, customers, page_request, users};
+use crate::config::Settings;
+use crate::service::{PageRequest, Principal, ServiceError, audit, customers, page_request, portal, users};
 
 pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::default()
         .routes(routes!(create_customer, list_customers))
         .routes(routes!(create_api_key, list_api_keys))
         .routes(routes!(revoke_api_key))
+        .routes(routes!(create_portal_link))
         .routes(routes!(create_user))
         .routes(routes!(audit_log))
 }
@@ -89,6 +93,35 @@ async fn revoke_api_key(
     let token_hash = customers::revoke_api_key(&s, &who, &id, &key_id).await?;
     s.keys().forget(&token_hash);
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/api/v1/customers/{id}/portal-links", request_body = PortalLinkBody, tag = "admin",
+    params(("id" = String, Path, description = "The customer", pattern = r"^[^\x00]*$")),
+    responses((status = 201, description = "A link that opens the dashboard as the customer, without a password (the admin, or \
+        the customer's own key). It works once, and not after `expires_at`: a second use, or a use after it, shows the login \
+        page. Only a hash of its token is stored (and, for a request with an `Idempotency-Key`, the answer itself, sealed, \
+        for 24 h). Its session lasts `ttl_secs` from the first use; a `viewer` sees every page the customer sees and \
+        changes nothing.", body = dto::PortalLink), CreateErrors))]
+async fn create_portal_link(
+    State(s): State<ApiState>,
+    who: Principal,
+    Path(id): Path<CustomerId>,
+    headers: HeaderMap,
+    Body(body): Body<PortalLinkBody>,
+) -> ApiResult<(StatusCode, Json<dto::PortalLink>)> {
+    let base = base_url(&s.settings, &headers);
+    Ok((StatusCode::CREATED, Json(portal::create_link(&s, &who, &id, body, &base).await?)))
+}
+
+/// Where the dashboard is reached: `public_url`, else the address the request was sent to (https
+/// when cookies are marked secure, as they are behind a TLS proxy).
+fn base_url(settings: &Settings, headers: &HeaderMap) -> String {
+    if let Some(public) = &settings.public_url {
+        return public.trim_end_matches('/').to_string();
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or(settings.listen.as_str());
+    let scheme = if settings.secure_cookies { "https" } else { "http" };
+    format!("{scheme}://{host}")
 }
 
 #[utoipa::path(post, path = "/api/v1/users", request_body = UserBody, tag = "admin",

@@ -121,7 +121,9 @@ fn key_of(value: Option<&HeaderValue>) -> Result<String, ApiError> {
 fn caller_of(who: &Principal) -> String {
     match who {
         Principal::Admin { .. } => "admin".to_string(),
-        Principal::Customer { customer_id, .. } => format!("customer:{customer_id}"),
+        Principal::Customer { customer_id, .. } | Principal::Viewer { customer_id, .. } => {
+            format!("customer:{customer_id}")
+        }
     }
 }
 

@@ -91,7 +91,7 @@ impl Modify for BearerAuth {
         dto::PublishedEvent, dto::Event, dto::EventDetail, dto::Message, dto::MessageDetail, dto::Attempt, dto::Endpoint, dto::Preview,
         dto::PreviewAttempt, dto::AuditEntry, dto::ReplayStarted, dto::Replay, states::MessageState, states::Outcome,
         states::ErrorKind, states::EndpointState, states::ContentMode, states::SubscriptionStatus, states::Role,
-        states::ReplayKind, states::ReplayState,
+        states::ReplayKind, states::ReplayState, states::PortalRole, dto::PortalLink,
     )),
     modifiers(&BearerAuth),
     security(("bearer" = []))

@@ -72,6 +72,9 @@ impl ApiError {
             ApiError::Service(ServiceError::Forbidden) => {
                 (StatusCode::FORBIDDEN, "this action needs the admin token".into(), vec![])
             }
+            ApiError::Service(ServiceError::ReadOnly) => {
+                (StatusCode::FORBIDDEN, "this role can only read; it changes nothing".into(), vec![])
+            }
             ApiError::Service(ServiceError::Conflict(detail)) => (StatusCode::CONFLICT, detail, vec![]),
             ApiError::Service(ServiceError::Db(e)) => {
                 tracing::error!(error = %e, "database error");

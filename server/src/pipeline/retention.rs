@@ -17,7 +17,8 @@ use sea_orm::DbErr;
 use tokio::sync::watch;
 
 use super::Pipeline;
-use crate::store::{idempotency_keys, replays, retention};
+use crate::store::sessions::DbSessionStore;
+use crate::store::{idempotency_keys, portal_links, replays, retention};
 
 /// Rows read and removed per transaction.
 const BATCH: u64 = 500;
@@ -107,6 +108,8 @@ pub async fn sweep(pipeline: &Pipeline) -> Result<Swept, DbErr> {
     while idempotency_keys::remove_old(db, keys_before, BATCH).await? > 0 {
         tokio::task::yield_now().await;
     }
+    portal_links::remove_expired(db, now - portal_links::KEPT_AFTER_EXPIRY_MS).await?;
+    DbSessionStore::new(db.clone()).delete_expired(now).await?;
     while retention::give_back_free_pages(db, PAGES_PER_STEP).await? > u64::from(PAGES_PER_STEP) {
         tokio::task::yield_now().await;
     }

@@ -14,6 +14,7 @@ use crate::store::page::{self, PageRequest};
 use crate::store::{self, customers};
 
 pub async fn create(services: &Services, who: &Principal, body: NameBody) -> Result<dto::Customer> {
+    who.require_writer()?;
     who.require_admin()?;
     let row = customer::Model { id: ids::new(), name: body.name.0, created_at: services.now_ms() };
     let txn = services.db.begin().await?;
@@ -35,6 +36,7 @@ pub async fn create_api_key(
     customer_id: &CustomerId,
     body: NameBody,
 ) -> Result<dto::ApiKeyCreated> {
+    who.require_writer()?;
     who.require_admin()?;
     customers::get(&services.db, customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
     let token = new_api_token();
@@ -74,6 +76,7 @@ pub async fn revoke_api_key(
     customer_id: &CustomerId,
     key_id: &ApiKeyId,
 ) -> Result<String> {
+    who.require_writer()?;
     own_customer(services, who, customer_id).await?;
     let txn = services.db.begin().await?;
     let key = store::api_keys::remove(&txn, customer_id, key_id).await?.ok_or(ServiceError::NotFound("API key"))?;

@@ -38,7 +38,7 @@ pub async fn health(services: &Services, who: &Principal, id: &EndpointId) -> Re
     txn.commit().await?;
     let customer_name = match who {
         Principal::Admin { .. } => customers::get(&services.db, &row.customer_id).await?.map(|c| c.name),
-        Principal::Customer { .. } => None,
+        Principal::Customer { .. } | Principal::Viewer { .. } => None,
     };
     let subscriptions = subscriptions::of_endpoint(&services.db, &row.customer_id, &row.id)
         .await?
@@ -71,6 +71,7 @@ pub async fn replay_failures(
     id: &EndpointId,
     kind: &str,
 ) -> Result<dto::ReplayStarted> {
+    who.require_writer()?;
     let failure = FailureKind::parse(kind)
         .ok_or_else(|| ServiceError::field("kind", "must be a status code (100 to 999) or an error kind"))?;
     let row = visible(services, who, id).await?;

@@ -32,6 +32,7 @@ pub async fn list(
 /// all in one transaction. A closed endpoint has nothing to unlock: 409, and
 /// nothing is written.
 pub async fn unlock(services: &Services, who: &Principal, id: &EndpointId, backlog: Backlog) -> Result<dto::Endpoint> {
+    who.require_writer()?;
     who.require_admin()?;
     let now = services.now_ms();
     let txn = services.db.begin().await?;

@@ -32,6 +32,7 @@ fn json_of(text: &Option<String>) -> Option<Value> {
 }
 
 pub async fn create(services: &Services, who: &Principal, body: EventTypeBody) -> Result<dto::EventType> {
+    who.require_writer()?;
     let customer_id = who.customer_for_write(body.customer_id.as_deref())?;
     let schema = body.schema.map(|JsonSchemaDocument(schema)| schema);
     let example = body.example.map(|AnyJson(example)| example);
@@ -99,6 +100,7 @@ pub async fn update(
     name: &str,
     patch: EventTypePatch,
 ) -> Result<dto::EventType> {
+    who.require_writer()?;
     let customer_id = who.customer_for_write(customer_id)?;
     let txn = services.db.begin().await?;
     // Read in the change's transaction, locked: a concurrent change is applied before or after
@@ -133,6 +135,7 @@ pub async fn update(
 }
 
 pub async fn delete(services: &Services, who: &Principal, customer_id: Option<&str>, name: &str) -> Result<()> {
+    who.require_writer()?;
     let customer_id = who.customer_for_write(customer_id)?;
     let txn = services.db.begin().await?;
     let row =

@@ -28,6 +28,7 @@ pub async fn publish(
     events_in: Vec<CloudEvent>,
     batch: bool,
 ) -> Result<dto::PublishResult> {
+    who.require_writer()?;
     let customer_id = who.customer_for_write(customer_id)?;
     if matches!(who, Principal::Admin { .. }) {
         customers::get(&services.db, &customer_id).await?.ok_or(ServiceError::NotFound("customer"))?;
@@ -58,6 +59,7 @@ fn data_errors(broken: Vec<(usize, Vec<String>)>, batch: bool) -> ServiceError {
 /// Publishes a `herald.test` event to one subscription only (the dashboard's
 /// "send a test event"); returns the message id.
 pub async fn send_test(services: &Services, who: &Principal, subscription_id: &SubscriptionId) -> Result<MessageId> {
+    who.require_writer()?;
     let sub = visible_subscription(services, who, subscription_id).await?;
     let data = json!({"message": "A test event from Herald."});
     let (_, message_id) = publish_to_one(services, &sub, "/herald/test", new_id("test"), "herald.test", data).await?;
@@ -72,6 +74,7 @@ pub async fn send_example(
     subscription_id: &SubscriptionId,
     body: SendExampleBody,
 ) -> Result<dto::PublishResult> {
+    who.require_writer()?;
     let sub = visible_subscription(services, who, subscription_id).await?;
     let name = body.event_type.0;
     let listed = store::event_types::get(&services.db, &sub.customer_id, &name).await?;

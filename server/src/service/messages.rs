@@ -66,6 +66,7 @@ pub async fn detail(services: &Services, who: &Principal, id: &MessageId) -> Res
 
 /// Replays one dead or delivered message: due now, same id, attempts kept.
 pub async fn replay_one(services: &Services, who: &Principal, id: &MessageId) -> Result<dto::Message> {
+    who.require_writer()?;
     let row = messages::get(&services.db, id)
         .await?
         .filter(|m| who.sees(&m.customer_id))

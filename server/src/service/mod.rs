@@ -15,6 +15,7 @@ pub mod liveness;
 pub mod messages;
 pub mod overview;
 pub mod policies;
+pub mod portal;
 pub mod replays;
 pub mod subscriptions;
 pub mod users;
@@ -73,6 +74,9 @@ pub enum ServiceError {
     Invalid(Vec<FieldError>),
     #[error("this action needs an admin")]
     Forbidden,
+    /// The caller may read the customer's objects but not change them (the `viewer` role).
+    #[error("this role can only read")]
+    ReadOnly,
     #[error("{0}")]
     Conflict(String),
     #[error("database: {0}")]
@@ -118,53 +122,68 @@ impl From<Vec<FieldError>> for ServiceError {
 
 pub type Result<T> = std::result::Result<T, ServiceError>;
 
-/// Who is calling: the admin (token or admin user), or one customer.
+/// Who is calling: the admin (token or admin user), one customer (its API key, its user, or an
+/// `editor` portal link), or one customer's viewer (a `viewer` user or portal link), who reads
+/// what the customer reads and changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
     Admin { actor: String },
     Customer { customer_id: CustomerId, actor: String },
+    Viewer { customer_id: CustomerId, actor: String },
 }
 
 impl Principal {
     pub fn actor(&self) -> &str {
         match self {
-            Principal::Admin { actor } | Principal::Customer { actor, .. } => actor,
+            Principal::Admin { actor } | Principal::Customer { actor, .. } | Principal::Viewer { actor, .. } => actor,
+        }
+    }
+
+    /// The customer whose objects this caller is limited to; `None` for the admin.
+    pub fn own_customer(&self) -> Option<&CustomerId> {
+        match self {
+            Principal::Admin { .. } => None,
+            Principal::Customer { customer_id, .. } | Principal::Viewer { customer_id, .. } => Some(customer_id),
         }
     }
 
     pub fn require_admin(&self) -> Result<()> {
         match self {
             Principal::Admin { .. } => Ok(()),
-            Principal::Customer { .. } => Err(ServiceError::Forbidden),
+            Principal::Customer { .. } | Principal::Viewer { .. } => Err(ServiceError::Forbidden),
+        }
+    }
+
+    /// Every use case that changes state asks this first: a viewer changes nothing.
+    pub fn require_writer(&self) -> Result<()> {
+        match self {
+            Principal::Viewer { .. } => Err(ServiceError::ReadOnly),
+            Principal::Admin { .. } | Principal::Customer { .. } => Ok(()),
         }
     }
 
     /// The customer a customer-scoped read is limited to; `None` lets the
     /// admin read across customers.
     pub fn customer_filter(&self, requested: Option<&str>) -> Option<CustomerId> {
-        match self {
-            Principal::Customer { customer_id, .. } => Some(customer_id.clone()),
-            Principal::Admin { .. } => requested.map(CustomerId::from),
+        match self.own_customer() {
+            Some(own) => Some(own.clone()),
+            None => requested.map(CustomerId::from),
         }
     }
 
     /// The customer a new object belongs to: the admin must name one.
     pub fn customer_for_write(&self, requested: Option<&str>) -> Result<CustomerId> {
-        match (self, requested) {
-            (Principal::Customer { customer_id, .. }, _) => Ok(customer_id.clone()),
-            (Principal::Admin { .. }, Some(id)) => Ok(CustomerId::from(id)),
-            (Principal::Admin { .. }, None) => {
-                Err(ServiceError::field("customer_id", "is required when the admin acts for a customer"))
-            }
+        self.require_writer()?;
+        match (self.own_customer(), requested) {
+            (Some(own), _) => Ok(own.clone()),
+            (None, Some(id)) => Ok(CustomerId::from(id)),
+            (None, None) => Err(ServiceError::field("customer_id", "is required when the admin acts for a customer")),
         }
     }
 
     /// Whether an object of this customer is visible; callers answer 404 when not.
     pub fn sees(&self, customer_id: &CustomerId) -> bool {
-        match self {
-            Principal::Admin { .. } => true,
-            Principal::Customer { customer_id: own, .. } => own == customer_id,
-        }
+        self.own_customer().is_none_or(|own| own == customer_id)
     }
 }
 

@@ -25,6 +25,7 @@ const MAX_WINDOW_MS: i64 = 366 * 86_400_000;
 /// (narrowed by `event_types` and `source`): each gets a new message for it, with a new id, a
 /// fresh attempt budget and TTL, whether or not it had one before.
 pub async fn start_events(services: &Services, who: &Principal, body: ReplayWindowBody) -> Result<dto::ReplayStarted> {
+    who.require_writer()?;
     let (since_ms, until_ms) = (body.since.ms, body.until.ms);
     if since_ms >= until_ms {
         return Err(ServiceError::field("until", "must be after since"));
@@ -54,6 +55,7 @@ pub async fn start_events(services: &Services, who: &Principal, body: ReplayWind
 
 /// Starts replaying every dead message that matches the filter (the caller's own, for a customer).
 pub async fn start_messages(services: &Services, who: &Principal, body: BulkReplayBody) -> Result<dto::ReplayStarted> {
+    who.require_writer()?;
     let customer_id = who.customer_filter(body.customer_id.as_deref());
     // The request as the job reads it again as it goes on: a customer's own id in place of any other.
     let mut request = json!({
@@ -76,6 +78,7 @@ pub async fn start_listed(
     failure: &str,
     ids: Vec<MessageId>,
 ) -> Result<dto::ReplayStarted> {
+    who.require_writer()?;
     let request = json!({"state": "dead", "endpoint_id": endpoint_id, "failure": failure, runner::LISTED: ids});
     let start =
         Start { kind: ReplayKind::Messages, customer_id: Some(customer_id), request, target: endpoint_id.into() };
@@ -148,16 +151,17 @@ pub async fn get(services: &Services, who: &Principal, id: &ReplayId) -> Result<
 
 async fn visible(services: &Services, who: &Principal, id: &ReplayId) -> Result<replay::Model> {
     let job = replays::get(&services.db, id).await?;
-    job.filter(|j| match (who, &j.customer_id) {
-        (Principal::Admin { .. }, _) => true,
-        (Principal::Customer { customer_id, .. }, Some(owner)) => customer_id == owner,
-        (Principal::Customer { .. }, None) => false,
+    job.filter(|j| match (who.own_customer(), &j.customer_id) {
+        (None, _) => true,
+        (Some(customer_id), Some(owner)) => customer_id == owner,
+        (Some(_), None) => false,
     })
     .ok_or(ServiceError::NotFound("replay"))
 }
 
 /// Cancels a running job: what it replayed stays, and it replays nothing more. 409 once it ended.
 pub async fn cancel(services: &Services, who: &Principal, id: &ReplayId) -> Result<dto::Replay> {
+    who.require_writer()?;
     let job = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
     if !replays::finish(&txn, &job.id, ReplayState::Cancelled, services.now_ms()).await? {

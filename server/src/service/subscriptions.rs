@@ -64,6 +64,7 @@ fn check_filter(filter: Option<&FilterText>) -> Result<()> {
 }
 
 pub async fn create(services: &Services, who: &Principal, body: SubscriptionBody) -> Result<dto::Subscription> {
+    who.require_writer()?;
     check_target(services, Some(&body.url))?;
     check_filter(body.filter.as_ref())?;
     options::check_auth(services, body.auth.as_ref())?;
@@ -215,6 +216,7 @@ pub async fn update(
     id: &SubscriptionId,
     patch: SubscriptionPatch,
 ) -> Result<dto::Subscription> {
+    who.require_writer()?;
     check_target(services, patch.url.as_ref())?;
     check_filter(patch.filter.as_ref().and_then(Option::as_ref))?;
     options::check_auth(services, patch.auth.as_ref().and_then(Option::as_ref))?;
@@ -311,6 +313,7 @@ fn changed_fields(patch: &SubscriptionPatch) -> Value {
 /// Deletes the subscription; its undelivered messages end `dead` with
 /// `subscription_deleted`, and their history stays readable.
 pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<()> {
+    who.require_writer()?;
     let row = visible(services, who, id).await?;
     let txn = services.db.begin().await?;
     let ended = messages::kill_for_subscription(&txn, &row.id, services.now_ms()).await?;
@@ -327,6 +330,7 @@ pub async fn delete(services: &Services, who: &Principal, id: &SubscriptionId) -
 /// A new secret (or key pair, with `v1a`); the previous one keeps signing for 24 hours so
 /// receivers can switch.
 pub async fn rotate_secret(services: &Services, who: &Principal, id: &SubscriptionId) -> Result<dto::Subscription> {
+    who.require_writer()?;
     let mut row = visible(services, who, id).await?;
     let now = services.now_ms();
     let scheme = row.signature;

@@ -61,17 +61,21 @@ pub fn principal(row: &user::Model) -> Principal {
     let actor = format!("user:{}", row.username);
     match (row.role, &row.customer_id) {
         (Role::Admin, _) | (_, None) => Principal::Admin { actor },
-        (_, Some(customer_id)) => Principal::Customer { customer_id: customer_id.clone(), actor },
+        (Role::Customer, Some(customer_id)) => Principal::Customer { customer_id: customer_id.clone(), actor },
+        (Role::Viewer, Some(customer_id)) => Principal::Viewer { customer_id: customer_id.clone(), actor },
     }
 }
 
-/// A dashboard user: a `customer` user names its customer, an `admin` does not.
+/// A dashboard user: a `customer` or `viewer` user names its customer, an `admin` does not.
 pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Result<dto::User> {
+    who.require_writer()?;
     who.require_admin()?;
     let (username, password, role) = (body.username.0, body.password.0, body.role);
     let customer_id = body.customer_id;
     match (role, &customer_id) {
-        (Role::Customer, None) => return Err(ServiceError::field("customer_id", "is required for a customer user")),
+        (Role::Customer | Role::Viewer, None) => {
+            return Err(ServiceError::field("customer_id", "is required for a customer or viewer user"));
+        }
         (Role::Admin, Some(_)) => return Err(ServiceError::field("customer_id", "must be empty for an admin")),
         _ => {}
     }

@@ -22,6 +22,7 @@ pub mod nodelay;
 pub mod notify;
 pub mod owner;
 pub mod page;
+pub mod portal_links;
 pub mod processes;
 pub mod recordset;
 pub mod replays;

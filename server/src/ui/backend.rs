@@ -17,6 +17,8 @@ use domain::request::{
     BulkReplayBody, EventTypeBody, EventTypePatch, FilterPreviewBody, NameBody, ReadBody, ReplayWindowBody,
     SendExampleBody, SubscriptionBody, SubscriptionPatch, UserBody,
 };
+use domain::states::{PortalRole, Role};
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 
 use crate::service::{
@@ -24,7 +26,39 @@ use crate::service::{
     events, messages, policies, replays, subscriptions, users,
 };
 
-const USER_KEY: &str = "user_id";
+/// The session's logged-in user, or the portal link it was opened by.
+pub(super) const USER_KEY: &str = "user_id";
+pub(super) const PORTAL_KEY: &str = "portal";
+
+/// What a session opened by a portal link holds: whom it acts for, as what.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct PortalGrant {
+    pub link_id: String,
+    pub customer_id: String,
+    pub customer_name: String,
+    pub role: PortalRole,
+    pub return_url: Option<String>,
+}
+
+impl PortalGrant {
+    fn viewer(self) -> Viewer {
+        let role = match self.role {
+            PortalRole::Editor => Role::Customer,
+            PortalRole::Viewer => Role::Viewer,
+        };
+        Viewer {
+            user_id: format!("portal:{}", self.link_id),
+            username: self.customer_name.clone(),
+            role,
+            customer_id: Some(self.customer_id),
+            portal: Some(PortalSession {
+                link_id: self.link_id,
+                customer_name: self.customer_name,
+                return_url: self.return_url,
+            }),
+        }
+    }
+}
 /// How long a new API key's token waits to be shown.
 const TOKEN_SHOWN_FOR: Duration = Duration::from_secs(300);
 
@@ -43,6 +77,7 @@ impl DashboardBackend {
 fn ui_error(e: ServiceError) -> UiError {
     match e {
         ServiceError::NotFound(_) | ServiceError::NotFoundField { .. } | ServiceError::Forbidden => UiError::NotFound,
+        ServiceError::ReadOnly => UiError::Forbidden,
         ServiceError::Invalid(errors) => UiError::invalid(&errors),
         ServiceError::Conflict(text) => UiError::Invalid(text),
         ServiceError::Db(e) => {
@@ -57,12 +92,23 @@ fn ui_error(e: ServiceError) -> UiError {
     }
 }
 
+/// Whom the services see: only the `admin` role acts as the admin; a customer's user or portal
+/// session acts for its customer, a viewer only reads.
 fn principal(v: &Viewer) -> Principal {
-    let actor = format!("user:{}", v.username);
-    match &v.customer_id {
-        Some(customer_id) if !v.is_admin() => Principal::Customer { customer_id: customer_id.as_str().into(), actor },
-        _ => Principal::Admin { actor },
+    let actor = match &v.portal {
+        Some(portal) => format!("portal:{}", portal.link_id),
+        None => format!("user:{}", v.username),
+    };
+    let customer_id = || CustomerId::from(v.customer_id.clone().unwrap_or_default());
+    match v.role {
+        Role::Admin => Principal::Admin { actor },
+        Role::Customer => Principal::Customer { customer_id: customer_id(), actor },
+        Role::Viewer => Principal::Viewer { customer_id: customer_id(), actor },
     }
+}
+
+fn user_viewer(user: User) -> Viewer {
+    Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id, portal: None }
 }
 
 /// A form's filters read as the API reads the same query parameters.
@@ -85,10 +131,12 @@ fn session(request: &Parts) -> Option<Session> {
 #[async_trait]
 impl Backend for DashboardBackend {
     async fn viewer(&self, request: &Parts) -> Option<Viewer> {
-        let user_id: String = session(request)?.get(USER_KEY).await.ok()??;
+        let session = session(request)?;
+        let Some(user_id) = session.get::<String>(USER_KEY).await.ok()? else {
+            return session.get::<PortalGrant>(PORTAL_KEY).await.ok()?.map(PortalGrant::viewer);
+        };
         let row = users::get(&self.services, &UserId::from(user_id)).await.ok()??;
-        let user = users::view(row);
-        Some(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
+        Some(user_viewer(users::view(row)))
     }
 
     async fn login(&self, request: &Parts, username: &str, password: &str) -> Result<Viewer, UiError> {
@@ -99,9 +147,9 @@ impl Backend for DashboardBackend {
             .ok_or_else(|| UiError::Invalid("Wrong username or password.".into()))?;
         // A new id at login: a session id known before login is worth nothing after it.
         session.cycle_id().await.map_err(|_| UiError::Internal)?;
+        session.remove_value(PORTAL_KEY).await.map_err(|_| UiError::Internal)?;
         session.insert(USER_KEY, &user.id).await.map_err(|_| UiError::Internal)?;
-        let user = users::view(user);
-        Ok(Viewer { user_id: user.id, username: user.username, role: user.role, customer_id: user.customer_id })
+        Ok(user_viewer(users::view(user)))
     }
 
     async fn logout(&self, request: &Parts) {
@@ -310,6 +358,9 @@ impl Backend for DashboardBackend {
     }
 
     async fn take_api_key_token(&self, v: &Viewer, key_id: &ApiKeyId) -> Option<String> {
+        if !v.is_admin() {
+            return None;
+        }
         let mut tokens = self.new_tokens.lock().expect("tokens lock");
         let (token, at) = tokens.remove(&(v.user_id.clone(), key_id.to_string()))?;
         (at.elapsed() < TOKEN_SHOWN_FOR).then_some(token)

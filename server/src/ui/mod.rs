@@ -3,6 +3,8 @@
 
 mod backend;
 mod csrf;
+mod framing;
+mod portal;
 
 use std::sync::{Arc, LazyLock};
 
@@ -17,7 +19,6 @@ use futures::future::BoxFuture;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
 use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
-use tower_sessions::cookie::SameSite;
 use tower_sessions::cookie::time::Duration as CookieDuration;
 use tower_sessions::{Expiry, SessionManagerLayer};
 
@@ -25,6 +26,7 @@ use crate::service::Services;
 use crate::store::health::DatabaseHealth;
 use crate::store::sessions::DbSessionStore;
 use backend::DashboardBackend;
+use framing::FrameHeaders;
 
 pub const SESSION_COOKIE: &str = "herald_session";
 const STYLESHEET: &str = include_str!("../../../style/main.css");
@@ -40,18 +42,23 @@ pub fn router(services: Services) -> Router {
     let options = LeptosOptions::builder().output_name("herald").build();
     let backend: SharedBackend = Arc::new(DashboardBackend::new(services.clone()));
     let routes = ROUTES.clone();
+    let frame = FrameHeaders::new(&services.settings);
+    let (same_site, secure) = frame.cookie(services.settings.secure_cookies);
     let sessions = SessionManagerLayer::new(DbSessionStore::new(services.db.clone()))
         .with_name(SESSION_COOKIE)
         .with_http_only(true)
-        .with_same_site(SameSite::Lax)
-        .with_secure(services.settings.secure_cookies)
+        .with_same_site(same_site)
+        .with_secure(secure)
         .with_expiry(Expiry::OnInactivity(CookieDuration::hours(12)));
+    let portal = Router::new().route("/portal/{token}", get(portal::open)).with_state(services.clone());
     Router::new()
         .leptos_routes_with_context(&options, routes, move || provide_context(backend.clone()), shell)
         .with_state(options)
+        .merge(portal)
         .layer(axum::middleware::from_fn(csrf::same_origin_only))
         .layer(sessions)
         .layer(axum::middleware::from_fn_with_state(services.pipeline.health.clone(), while_database_away))
+        .layer(axum::middleware::from_fn_with_state(frame, framing::add))
         .route("/style/main.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLESHEET) }))
 }
 
@@ -86,10 +93,15 @@ async fn while_database_away(
 pub fn not_found(
     services: Services,
 ) -> impl Fn(Request) -> BoxFuture<'static, Response> + Clone + Send + Sync + 'static {
+    let frame = FrameHeaders::new(&services.settings);
     let backend: SharedBackend = Arc::new(DashboardBackend::new(services));
     let render = leptos_axum::render_app_async_with_context(move || provide_context(backend.clone()), shell);
     move |request: Request| {
-        let render = render.clone();
-        Box::pin(async move { render(request).await.into_response() })
+        let (render, frame) = (render.clone(), frame.clone());
+        Box::pin(async move {
+            let mut response = render(request).await.into_response();
+            frame.apply(&mut response);
+            response
+        })
     }
 }

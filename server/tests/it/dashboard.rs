@@ -12,19 +12,19 @@ use reqwest::header::{ACCEPT, COOKIE, LOCATION, SET_COOKIE};
 use reqwest::redirect::Policy;
 use serde_json::json;
 
-struct Browser {
-    http: reqwest::Client,
+pub(crate) struct Browser {
+    pub(crate) http: reqwest::Client,
     base: String,
-    cookie: Option<String>,
+    pub(crate) cookie: Option<String>,
 }
 
 impl Browser {
-    fn new(app: &TestApp) -> Browser {
+    pub(crate) fn new(app: &TestApp) -> Browser {
         let http = reqwest::Client::builder().redirect(Policy::none()).timeout(common::HTTP_TIMEOUT).build().unwrap();
         Browser { http, base: app.base.clone(), cookie: None }
     }
 
-    async fn get(&self, path: &str) -> (u16, String, Option<String>) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, String, Option<String>) {
         let mut req = self.http.get(format!("{}{path}", self.base)).header(ACCEPT, "text/html");
         if let Some(c) = &self.cookie {
             req = req.header(COOKIE, c);
@@ -35,7 +35,7 @@ impl Browser {
     }
 
     /// Submits the page's form whose action contains `fn_name`, as a same-origin browser would.
-    async fn submit(
+    pub(crate) async fn submit(
         &mut self,
         page: &str,
         fn_name: &str,
@@ -69,12 +69,52 @@ impl Browser {
         (resp.status().as_u16(), resp.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_string()))
     }
 
-    async fn login(&mut self, username: &str, password: &str) -> (u16, Option<String>) {
+    pub(crate) async fn login(&mut self, username: &str, password: &str) -> (u16, Option<String>) {
         self.submit("/login", "login", &[("username", username), ("password", password)], None).await
+    }
+
+    /// Calls a server function at `path` (as its `method` says) with `fields`, as the dashboard's
+    /// own pages would, with this browser's session.
+    pub(crate) async fn call(
+        &self,
+        path: &str,
+        method: &reqwest::Method,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
+        let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
+        let url = format!("{}{path}", self.base);
+        let request = if *method == reqwest::Method::GET {
+            self.http.get(format!("{url}?{body}"))
+        } else {
+            self.http.post(url).header("content-type", "application/x-www-form-urlencoded").body(body)
+        };
+        let cookie = self.cookie.as_deref().expect("logged in");
+        request
+            .header(COOKIE, cookie)
+            .header("origin", &self.base)
+            .header(ACCEPT, "application/json")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Opens a link as a browser would: its answer's status, `Location` and headers; a session
+    /// cookie it sets is kept.
+    pub(crate) async fn open(&mut self, path: &str) -> (u16, Option<String>, reqwest::header::HeaderMap) {
+        let mut req = self.http.get(format!("{}{path}", self.base)).header(ACCEPT, "text/html");
+        if let Some(c) = &self.cookie {
+            req = req.header(COOKIE, c);
+        }
+        let resp = req.send().await.unwrap();
+        if let Some(set) = resp.headers().get(SET_COOKIE) {
+            self.cookie = Some(set.to_str().unwrap().split(';').next().unwrap().to_string());
+        }
+        let location = resp.headers().get(LOCATION).map(|v| v.to_str().unwrap().to_string());
+        (resp.status().as_u16(), location, resp.headers().clone())
     }
 }
 
-async fn customer_user(app: &TestApp, name: &str, username: &str) -> (String, String) {
+pub(crate) async fn customer_user(app: &TestApp, name: &str, username: &str) -> (String, String) {
     let (customer, key) = app.customer(name).await;
     let body = json!({"username": username, "password": "password-123", "role": "customer", "customer_id": customer});
     assert_eq!(app.post("/api/v1/users", ADMIN_TOKEN, body).await.0, 201);
@@ -268,7 +308,7 @@ async fn the_overview_counts_states_and_charts_the_last_hour() {
 }
 
 /// Everything the admin API shows of one customer, to compare before and after.
-async fn customer_snapshot(app: &TestApp, customer: &str) -> Vec<serde_json::Value> {
+pub(crate) async fn customer_snapshot(app: &TestApp, customer: &str) -> Vec<serde_json::Value> {
     let mut parts = Vec::new();
     for list in ["subscriptions", "messages", "endpoints"] {
         let (_, page) = app.get(&format!("/api/v1/{list}?customer_id={customer}&limit=1000"), ADMIN_TOKEN).await;
@@ -307,7 +347,6 @@ async fn no_server_function_acts_on_another_customers_objects() {
 
     let mut bob = Browser::new(&app);
     bob.login("bob", "password-123").await;
-    let cookie = bob.cookie.clone().expect("bob is logged in");
     let victims = [&sub_id, &msg, &endpoint_id, &acme, &key_id];
     let paths: Vec<(&str, _)> = leptos::server_fn::axum::server_fn_paths().collect();
     assert!(paths.len() >= 20, "the server functions are registered: {paths:?}");
@@ -329,20 +368,7 @@ async fn no_server_function_acts_on_another_customers_objects() {
                 ("status", "paused"),
                 ("state", "dead"),
             ];
-            let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
-            let url = format!("{}{path}", app.base);
-            let request = if *method == reqwest::Method::GET {
-                bob.http.get(format!("{url}?{body}"))
-            } else {
-                bob.http.post(url).header("content-type", "application/x-www-form-urlencoded").body(body)
-            };
-            let resp = request
-                .header(COOKIE, &cookie)
-                .header("origin", &app.base)
-                .header(ACCEPT, "application/json")
-                .send()
-                .await
-                .unwrap();
+            let resp = bob.call(path, method, &fields).await;
             calls += 1;
             let text = resp.text().await.unwrap();
             for secret_or_id in [&secret, &sub_id, &msg, &endpoint_id, &acme, &key_id, &"acme-orders".to_string()] {

@@ -17,6 +17,7 @@ mod idempotency;
 mod metrics;
 mod outage;
 mod plans;
+mod portal;
 mod recovery;
 mod reliability;
 mod replays;

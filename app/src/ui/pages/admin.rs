@@ -149,10 +149,11 @@ fn new_user_form(create_user: ServerAction<CreateUser>, user_choices: Vec<Choice
                 <label>"Role"
                     <select name="role">
                         <option value="customer">"customer"</option>
+                        <option value="viewer">"viewer (sees a customer's pages, changes nothing)"</option>
                         <option value="admin">"admin"</option>
                     </select>
                 </label>
-                <label>"Customer (for a customer user)" {choice_select("customer_id", "none (an admin)", user_choices, String::new())}</label>
+                <label>"Customer (for a customer or viewer user)" {choice_select("customer_id", "none (an admin)", user_choices, String::new())}</label>
                 <button type="submit">"Create user"</button>
             </ActionForm>
         </section>

@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::ui::components::{
-    Badge, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, count_of, load_error, maybe_time, ms_text,
-    time, urlencode,
+    Badge, Changes, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, count_of, load_error, maybe_time,
+    ms_text, time, urlencode,
 };
 use crate::ui::server_fns::{
     ReplayFailures, UnlockEndpoint, get_customer_choices, get_endpoint_health, get_endpoints, get_viewer,
@@ -247,12 +247,18 @@ fn failure_group(
                 view! { <p class="muted">"No message died of it."</p> }.into_any()
             } else {
                 let label = format!("Replay its {}", count_of(dead, "dead message", "dead messages"));
+                let kind = g.kind;
                 view! {
-                    <ActionForm action=replay>
-                        <input type="hidden" name="id" value=endpoint_id/>
-                        <input type="hidden" name="kind" value=g.kind/>
-                        <button type="submit">{label}</button>
-                    </ActionForm>
+                    <Changes>
+                        {let (id, kind, label) = (endpoint_id.clone(), kind.clone(), label.clone());
+                        view! {
+                            <ActionForm action=replay>
+                                <input type="hidden" name="id" value=id/>
+                                <input type="hidden" name="kind" value=kind/>
+                                <button type="submit">{label}</button>
+                            </ActionForm>
+                        }}
+                    </Changes>
                 }.into_any()
             }}
         </article>

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::ui::components::{CustomerField, Frame, NextPage, action_error, load_error, urlencode};
+use crate::ui::components::{Changes, CustomerField, Frame, NextPage, action_error, load_error, urlencode};
 use crate::ui::server_fns::{
     CreateEventType, DeleteEventType, UpdateEventType, get_event_type, get_event_types, get_viewer,
 };
@@ -34,33 +34,38 @@ pub fn EventTypesPage() -> impl IntoView {
             {action_error(remove.value())}
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
-                    let admin = viewer.await.ok().flatten().is_some_and(|v| v.is_admin());
-                    page.await.map(|page| list(page, admin, remove)).unwrap_or_else(load_error)
+                    let v = viewer.await.ok().flatten();
+                    let (admin, writable) = (v.as_ref().is_some_and(|v| v.is_admin()), v.is_some_and(|v| v.can_change()));
+                    page.await.map(|page| list(page, admin, writable, remove)).unwrap_or_else(load_error)
                 })}
             </Suspense>
-            <EditForm/>
-            <h2 id="new">"New event type"</h2>
-            {action_error(create.value())}
-            <ActionForm action=create attr:class="stacked">
-                <CustomerField/>
-                <label>"Name (a CloudEvents type, such as order.created; herald. is reserved)" <input name="name" required maxlength="1024"/></label>
-                <TypeFields kind=None/>
-                <div class="actions"><button type="submit">"Add the type"</button></div>
-            </ActionForm>
+            <Changes>
+                <EditForm/>
+                <h2 id="new">"New event type"</h2>
+                {action_error(create.value())}
+                <ActionForm action=create attr:class="stacked">
+                    <CustomerField/>
+                    <label>"Name (a CloudEvents type, such as order.created; herald. is reserved)" <input name="name" required maxlength="1024"/></label>
+                    <TypeFields kind=None/>
+                    <div class="actions"><button type="submit">"Add the type"</button></div>
+                </ActionForm>
+            </Changes>
         </Frame>
     }
 }
 
-fn list(page: Page<EventType>, admin: bool, remove: ServerAction<DeleteEventType>) -> AnyView {
+/// The catalog; with the actions that change it when `writable`.
+fn list(page: Page<EventType>, admin: bool, writable: bool, remove: ServerAction<DeleteEventType>) -> AnyView {
     if page.data.is_empty() {
-        return view! { <p class="empty">"The catalog is empty: add a type below."</p> }.into_any();
+        let text = if writable { "The catalog is empty: add a type below." } else { "The catalog is empty." };
+        return view! { <p class="empty">{text}</p> }.into_any();
     }
     view! {
         <table class="catalog">
             <thead><tr>
                 <th scope="col">"Name"</th>
                 {admin.then(|| view! { <th scope="col">"Customer"</th> })}
-                <th scope="col">"Description"</th><th scope="col">"Schema"</th><th scope="col">"Example"</th><th scope="col">"Actions"</th>
+                <th scope="col">"Description"</th><th scope="col">"Schema"</th><th scope="col">"Example"</th>{writable.then(|| view! { <th scope="col">"Actions"</th> })}
             </tr></thead>
             <tbody>
                 {page.data.into_iter().map(|t| {
@@ -72,14 +77,16 @@ fn list(page: Page<EventType>, admin: bool, remove: ServerAction<DeleteEventType
                             <td>{t.description.clone().unwrap_or_default()}</td>
                             <td><pre><code>{pretty(&t.schema)}</code></pre></td>
                             <td><pre><code>{pretty(&t.example)}</code></pre></td>
-                            <td>
-                                <a href=change>"Change"<span class="visually-hidden">" "{t.name.clone()}</span></a>
-                                <ActionForm action=remove>
-                                    <input type="hidden" name="name" value=t.name.clone()/>
-                                    <input type="hidden" name="customer_id" value=t.customer_id.clone()/>
-                                    <button type="submit" class="secondary">"Remove"<span class="visually-hidden">" "{t.name.clone()}</span></button>
-                                </ActionForm>
-                            </td>
+                            {writable.then(|| view! {
+                                <td>
+                                    <a href=change>"Change"<span class="visually-hidden">" "{t.name.clone()}</span></a>
+                                    <ActionForm action=remove>
+                                        <input type="hidden" name="name" value=t.name.clone()/>
+                                        <input type="hidden" name="customer_id" value=t.customer_id.clone()/>
+                                        <button type="submit" class="secondary">"Remove"<span class="visually-hidden">" "{t.name.clone()}</span></button>
+                                    </ActionForm>
+                                </td>
+                            })}
                         </tr>
                     }
                 }).collect_view()}

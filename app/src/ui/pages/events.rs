@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::ui::components::{
-    Frame, NextPage, SearchStopped, action_error, choice_select, count_of, load_error, time, urlencode,
+    Changes, Frame, NextPage, SearchStopped, action_error, choice_select, count_of, load_error, time, urlencode,
 };
 use crate::ui::server_fns::{ReplayWindow, get_customer_choices, get_events, get_subscription_choices};
 use domain::dto::{ArchiveFilter, EventEntry, Page};
@@ -61,32 +61,34 @@ pub fn EventsPage() -> impl IntoView {
                     page.await.map(|(page, filtered)| table(page, filtered)).unwrap_or_else(load_error)
                 })}
             </Suspense>
-            <h2 id="replay">"Replay a time window"</h2>
-            <p class="hint">"Every kept event published in the window that the subscription accepts gets a new message to it, with a fresh attempt budget, whether or not it had one before."</p>
-            {action_error(replay.value())}
-            <ActionForm action=replay attr:class="stacked" attr:aria-labelledby="replay">
-                <Suspense fallback=|| ()>
-                    {move || Suspend::new(async move {
-                        let subs = subs.await.unwrap_or_default();
-                        if subs.is_empty() {
-                            view! { <p class="empty">"There is no subscription to replay to yet: "<a href="/subscriptions">"create one"</a>" first."</p> }.into_any()
-                        } else {
-                            view! {
-                                <label>"Subscription"
-                                    <select name="subscription_id" required>
-                                        {subs.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
-                                    </select>
-                                </label>
-                            }.into_any()
-                        }
-                    })}
-                </Suspense>
-                <label>"Since (RFC 3339)" <input name="since" required placeholder="2026-01-31T00:00:00Z" value=value("since")/></label>
-                <label>"Until (RFC 3339, at most 366 days later)" <input name="until" required placeholder="2026-01-31T23:59:59Z" value=value("until")/></label>
-                <label>"Only these event types (optional, comma-separated)" <input name="event_types" value=value("type")/></label>
-                <label>"Only this source (optional)" <input name="source" value=value("source")/></label>
-                <button type="submit">"Replay the window"</button>
-            </ActionForm>
+            <Changes>
+                <h2 id="replay">"Replay a time window"</h2>
+                <p class="hint">"Every kept event published in the window that the subscription accepts gets a new message to it, with a fresh attempt budget, whether or not it had one before."</p>
+                {action_error(replay.value())}
+                <ActionForm action=replay attr:class="stacked" attr:aria-labelledby="replay">
+                    <Suspense fallback=|| ()>
+                        {move || Suspend::new(async move {
+                            let subs = subs.await.unwrap_or_default();
+                            if subs.is_empty() {
+                                view! { <p class="empty">"There is no subscription to replay to yet: "<a href="/subscriptions">"create one"</a>" first."</p> }.into_any()
+                            } else {
+                                view! {
+                                    <label>"Subscription"
+                                        <select name="subscription_id" required>
+                                            {subs.into_iter().map(|c| view! { <option value=c.value>{c.label}</option> }).collect_view()}
+                                        </select>
+                                    </label>
+                                }.into_any()
+                            }
+                        })}
+                    </Suspense>
+                    <label>"Since (RFC 3339)" <input name="since" required placeholder="2026-01-31T00:00:00Z" value=value("since")/></label>
+                    <label>"Until (RFC 3339, at most 366 days later)" <input name="until" required placeholder="2026-01-31T23:59:59Z" value=value("until")/></label>
+                    <label>"Only these event types (optional, comma-separated)" <input name="event_types" value=value("type")/></label>
+                    <label>"Only this source (optional)" <input name="source" value=value("source")/></label>
+                    <button type="submit">"Replay the window"</button>
+                </ActionForm>
+            </Changes>
         </Frame>
     }
 }

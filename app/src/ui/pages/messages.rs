@@ -3,7 +3,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use serde_json::Value;
 
 use crate::ui::components::{
-    Badge, Frame, NextPage, Notice, SearchStopped, action_error, choice_select, load_error, maybe_time, time,
+    Badge, Changes, Frame, NextPage, Notice, SearchStopped, action_error, choice_select, load_error, maybe_time, time,
 };
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
@@ -164,13 +164,15 @@ pub fn DeadLettersPage() -> impl IntoView {
         <Frame title="Dead letters">
             {action_error(replay.value())}
             <FilterForm with_state=false/>
-            <ActionForm action=replay attr:class="bulk">
-                <input type="hidden" name="subscription_id" value=value("subscription_id")/>
-                <input type="hidden" name="event_type" value=value("event_type")/>
-                <input type="hidden" name="since" value=value("since")/>
-                <input type="hidden" name="until" value=value("until")/>
-                <button type="submit">"Replay every dead message that matches the filter"</button>
-            </ActionForm>
+            <Changes>
+                <ActionForm action=replay attr:class="bulk">
+                    <input type="hidden" name="subscription_id" value=value("subscription_id")/>
+                    <input type="hidden" name="event_type" value=value("event_type")/>
+                    <input type="hidden" name="since" value=value("since")/>
+                    <input type="hidden" name="until" value=value("until")/>
+                    <button type="submit">"Replay every dead message that matches the filter"</button>
+                </ActionForm>
+            </Changes>
             <Suspense fallback=|| ()>
                 {move || Suspend::new(async move {
                     page.await.map(|(page, filtered)| dead_table(page, filtered)).unwrap_or_else(load_error)
@@ -225,11 +227,19 @@ fn message_view(d: MessageDetail, replay: ServerAction<ReplayMessage>) -> AnyVie
             <dt>"Delivered"</dt><dd>{maybe_time(&m.delivered_at)}</dd>
             <dt>"Next attempt"</dt><dd>{maybe_time(&m.next_attempt_at)}</dd>
         </dl>
-        {replayable.then(|| view! {
-            <ActionForm action=replay>
-                <input type="hidden" name="id" value=m.id.clone()/>
-                <button type="submit">"Replay"</button>
-            </ActionForm>
+        {replayable.then(|| {
+            let id = m.id.clone();
+            view! {
+                <Changes>
+                    {let id = id.clone();
+                    view! {
+                        <ActionForm action=replay>
+                            <input type="hidden" name="id" value=id/>
+                            <button type="submit">"Replay"</button>
+                        </ActionForm>
+                    }}
+                </Changes>
+            }
         })}
         <h2>"Event"</h2>
         <pre class="json">{pretty(&d.event)}</pre>

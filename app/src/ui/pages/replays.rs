@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
-use crate::ui::components::{Badge, Frame, action_error, load_error, maybe_time, time};
+use crate::ui::components::{Badge, Changes, Frame, action_error, load_error, maybe_time, time};
 use crate::ui::server_fns::{CancelReplay, get_replay};
 use domain::dto::Replay;
 use domain::states::ReplayState;
@@ -38,13 +38,21 @@ fn replay_view(job: Replay, cancel: ServerAction<CancelReplay>) -> AnyView {
             <dt>"Started"</dt><dd>{time(&job.created_at)}</dd>
             <dt>"Ended"</dt><dd>{maybe_time(&job.finished_at)}</dd>
         </dl>
-        {running.then(|| view! {
-            <p>"The replay goes on in the background, whether or not this page stays open. "
-                <a href=format!("/replays/{}", job.id)>"Show its progress again"</a></p>
-            <ActionForm action=cancel>
-                <input type="hidden" name="id" value=job.id.clone()/>
-                <button type="submit">"Cancel the replay"</button>
-            </ActionForm>
+        {running.then(|| {
+            let id = job.id.clone();
+            view! {
+                <p>"The replay goes on in the background, whether or not this page stays open. "
+                    <a href=format!("/replays/{}", job.id)>"Show its progress again"</a></p>
+                <Changes>
+                    {let id = id.clone();
+                    view! {
+                        <ActionForm action=cancel>
+                            <input type="hidden" name="id" value=id/>
+                            <button type="submit">"Cancel the replay"</button>
+                        </ActionForm>
+                    }}
+                </Changes>
+            }
         })}
         <h2>"Request"</h2>
         <pre class="json">{serde_json::to_string_pretty(&job.request).unwrap_or_default()}</pre>

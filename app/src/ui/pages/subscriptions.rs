@@ -3,7 +3,7 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::subscription_delivery::{DeliveryForm, delivery_facts};
 use crate::ui::components::{
-    Badge, CustomerField, Frame, NextPage, Notice, SelectField, action_error, load_error, span_text, time,
+    Badge, Changes, CustomerField, Frame, NextPage, Notice, SelectField, action_error, load_error, span_text, time,
 };
 use crate::ui::server_fns::{
     CreateSubscription, RotateSecret, SendExample, SendTestEvent, SetSubscriptionStatus, UpdateSubscription,
@@ -32,19 +32,21 @@ pub fn SubscriptionsPage() -> impl IntoView {
                     page.await.map(list).unwrap_or_else(load_error)
                 })}
             </Suspense>
-            <h2 id="new">"New subscription"</h2>
-            {action_error(create.value())}
-            <ActionForm action=create attr:class="stacked">
-                <CustomerField/>
-                <SubscriptionFields values=FormValues::previewed().unwrap_or_else(FormValues::new_subscription)/>
-                <div class="actions">
-                    <button type="submit">"Create subscription"</button>
-                    {try_button("/subscriptions#new".into(), "preview", "Preview the schedule")}
-                    {try_button("/subscriptions#new".into(), "filter_test", "Test the filter")}
-                </div>
-            </ActionForm>
-            <PreviewedSchedule/>
-            <FilterPreview subscription_id=None/>
+            <Changes>
+                <h2 id="new">"New subscription"</h2>
+                {action_error(create.value())}
+                <ActionForm action=create attr:class="stacked">
+                    <CustomerField/>
+                    <SubscriptionFields values=FormValues::previewed().unwrap_or_else(FormValues::new_subscription)/>
+                    <div class="actions">
+                        <button type="submit">"Create subscription"</button>
+                        {try_button("/subscriptions#new".into(), "preview", "Preview the schedule")}
+                        {try_button("/subscriptions#new".into(), "filter_test", "Test the filter")}
+                    </div>
+                </ActionForm>
+                <PreviewedSchedule/>
+                <FilterPreview subscription_id=None/>
+            </Changes>
         </Frame>
     }
 }
@@ -323,9 +325,8 @@ fn detail(
     test: ServerAction<SendTestEvent>,
 ) -> impl IntoView {
     let paused = s.status == SubscriptionStatus::Paused;
-    let (id_status, id_rotate, id_test, id_edit) = (s.id.clone(), s.id.clone(), s.id.clone(), s.id.clone());
-    let id_filter = Some(s.id.clone());
-    let delivery = s.clone();
+    let edited = s.clone();
+    let (id_example, customer_example) = (s.id.clone(), s.customer_id.clone());
     view! {
         <dl class="facts">
             <dt>"Name"</dt><dd>{s.name.clone()}</dd>
@@ -340,6 +341,31 @@ fn detail(
             <dt>"Endpoint"</dt><dd><a href=format!("/endpoints/{}", s.endpoint_id)>"Health and circuit of "{s.url.clone()}</a></dd>
             <dt>"Delivery log"</dt><dd><a href=format!("/messages?subscription_id={}", s.id)>"Messages of this subscription"</a></dd>
         </dl>
+        <Changes>
+            {subscription_actions(s.id.clone(), paused, status, rotate, test)}
+            <SendExampleForm id=id_example.clone() customer_id=customer_example.clone()/>
+        </Changes>
+        <h2>"Retry schedule"</h2>
+        {match schedule {
+            Ok(preview) => schedule_table(preview, "When each attempt starts if every one fails").into_any(),
+            Err(e) => load_error(e),
+        }}
+        <Changes>
+            {edit_form(edited.clone(), update)}
+        </Changes>
+    }
+}
+
+/// Pause or resume, rotate the secret, send a test event.
+fn subscription_actions(
+    id: String,
+    paused: bool,
+    status: ServerAction<SetSubscriptionStatus>,
+    rotate: ServerAction<RotateSecret>,
+    test: ServerAction<SendTestEvent>,
+) -> impl IntoView {
+    let (id_status, id_rotate) = (id.clone(), id.clone());
+    view! {
         <div class="actions">
             <ActionForm action=status>
                 <input type="hidden" name="id" value=id_status/>
@@ -351,29 +377,31 @@ fn detail(
                 <button type="submit">"Rotate secret"</button>
             </ActionForm>
             <ActionForm action=test>
-                <input type="hidden" name="id" value=id_test/>
+                <input type="hidden" name="id" value=id/>
                 <button type="submit">"Send a test event"</button>
             </ActionForm>
         </div>
-        <SendExampleForm id=s.id.clone() customer_id=s.customer_id.clone()/>
-        <h2>"Retry schedule"</h2>
-        {match schedule {
-            Ok(preview) => schedule_table(preview, "When each attempt starts if every one fails").into_any(),
-            Err(e) => load_error(e),
-        }}
+    }
+}
+
+/// The subscription's form, its previews, and its delivery settings.
+fn edit_form(s: Subscription, update: ServerAction<UpdateSubscription>) -> impl IntoView {
+    let (id, id_form, values) =
+        (s.id.clone(), s.id.clone(), FormValues::previewed().unwrap_or_else(|| FormValues::of(&s)));
+    view! {
         <h2 id="edit">"Edit"</h2>
         <ActionForm action=update attr:class="stacked">
-            <input type="hidden" name="id" value=id_edit.clone()/>
-            <SubscriptionFields values=FormValues::previewed().unwrap_or_else(|| FormValues::of(&s))/>
+            <input type="hidden" name="id" value=id_form.clone()/>
+            <SubscriptionFields values=values/>
             <div class="actions">
                 <button type="submit">"Save"</button>
-                {try_button(format!("/subscriptions/{id_edit}#edit"), "preview", "Preview the schedule")}
-                {try_button(format!("/subscriptions/{id_edit}#edit"), "filter_test", "Test the filter")}
+                {try_button(format!("/subscriptions/{id_form}#edit"), "preview", "Preview the schedule")}
+                {try_button(format!("/subscriptions/{id_form}#edit"), "filter_test", "Test the filter")}
             </div>
         </ActionForm>
         <PreviewedSchedule/>
-        <FilterPreview subscription_id=id_filter/>
-        <DeliveryForm s=delivery/>
+        <FilterPreview subscription_id=Some(id)/>
+        <DeliveryForm s=s/>
     }
 }
 

@@ -10,6 +10,7 @@ pub mod event_type;
 pub mod idempotency_key;
 pub mod message;
 pub mod meta;
+pub mod portal_link;
 pub mod process;
 pub mod replay;
 pub mod session;
