@@ -21,21 +21,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (  # noqa: E402
     ARTIFACTS_DIR,
-    DEFAULT_DEBUG_BIN,
-    REPO_ROOT,
     HeraldServer,
     TestDatabase,
+    herald_binary,
     utc_stamp,
 )
+from browser import chromium, playwright_driver  # noqa: E402, F401 - one browser for the whole session
 from webhook_receiver import Receiver  # noqa: E402
-
-
-def _binary() -> Path:
-    value = os.environ.get("HERALD_BIN")
-    if not value:
-        return DEFAULT_DEBUG_BIN
-    path = Path(value)
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +49,7 @@ def herald(database: TestDatabase) -> Iterator[HeraldServer]:
     `.log_path`. Its log is written to end2end/artifacts/.
     """
     log_path = ARTIFACTS_DIR / f"herald-{database.kind}-{utc_stamp()}-{os.getpid()}.log"
-    server = HeraldServer(_binary(), database.url, log_path=log_path)
+    server = HeraldServer(herald_binary(), database.url, log_path=log_path)
     try:
         server.start()
         yield server
@@ -105,7 +97,7 @@ def herald_on(db: TestDatabase, name: str, **options: object) -> HeraldServer:
     """A HeraldServer (not yet started) on `db`, logging to end2end/artifacts/ under `name`;
     `options` go to HeraldServer (extra_env, wrapper)."""
     log_path = ARTIFACTS_DIR / f"herald-{db.kind}-{utc_stamp()}-{os.getpid()}-{name}.log"
-    return HeraldServer(_binary(), db.url, log_path=log_path, **options)
+    return HeraldServer(herald_binary(), db.url, log_path=log_path, **options)
 
 
 SpawnHerald = Callable[..., HeraldServer]
@@ -123,7 +115,7 @@ def spawn_herald(request: pytest.FixtureRequest, fresh_database: TestDatabase) -
     def spawn(name: str, env: dict[str, str] | None = None, database: TestDatabase | None = None) -> HeraldServer:
         db = database or fresh_database
         log_path = ARTIFACTS_DIR / f"herald-{db.kind}-{utc_stamp()}-{os.getpid()}-{test_name}-{name}.log"
-        server = HeraldServer(_binary(), db.url, log_path=log_path, extra_env=env)
+        server = HeraldServer(herald_binary(), db.url, log_path=log_path, extra_env=env)
         servers.append(server)
         return server.start()
 
@@ -158,4 +150,4 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         scheme, _, rest = db.partition("://")
         userinfo, _, host = rest.rpartition("@")
         db = f"{scheme}://{userinfo.split(':')[0]}@{host}"
-    return [f"herald binary: {_binary()}", f"TEST_DATABASE_URL: {db}"]
+    return [f"herald binary: {herald_binary()}", f"TEST_DATABASE_URL: {db}"]

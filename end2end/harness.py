@@ -31,6 +31,15 @@ ARTIFACTS_DIR = REPO_ROOT / "end2end" / "artifacts"
 DEFAULT_DEBUG_BIN = REPO_ROOT / "target" / "debug" / "herald"
 DEFAULT_RELEASE_BIN = REPO_ROOT / "target" / "release" / "herald"
 
+
+def herald_binary() -> Path:
+    """The binary under test: `HERALD_BIN` (relative to the repository), else the debug build."""
+    value = os.environ.get("HERALD_BIN")
+    if not value:
+        return DEFAULT_DEBUG_BIN
+    path = Path(value)
+    return path if path.is_absolute() else REPO_ROOT / path
+
 T = TypeVar("T")
 
 # The key that seals subscription secrets, shared by every server of this test run: several

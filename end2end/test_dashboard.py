@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,16 +30,15 @@ import requests
 from playwright.sync_api import Browser, Page
 
 from accessibility import serious_violations
-from browser import SESSION_COOKIE, Tab, Tabs, chromium, open_tabs, playwright_driver  # noqa: F401 - fixtures
+from browser import SESSION_COOKIE, Tab, Tabs, open_tabs
 from harness import (
     ARTIFACTS_DIR,
-    DEFAULT_DEBUG_BIN,
-    REPO_ROOT,
     ApiClient,
     HeraldServer,
     TestDatabase,
     cloud_event,
     describe,
+    herald_binary,
     utc_stamp,
     wait_until,
 )
@@ -79,14 +77,6 @@ def utc_stamp_rfc3339(offset_secs: float = 0.0) -> str:
 
 
 WAIT = 30.0  # seconds: deadline for a delivery or a state change seen through the REST API
-
-
-def herald_binary() -> Path:
-    value = os.environ.get("HERALD_BIN")
-    if not value:
-        return DEFAULT_DEBUG_BIN
-    path = Path(value)
-    return path if path.is_absolute() else REPO_ROOT / path
 
 
 def start_herald(db: TestDatabase, name: str) -> HeraldServer:
@@ -831,7 +821,8 @@ def test_alice_finds_an_event_by_its_id_and_sees_names_not_ids(world: World, tab
     page.locator('select[name="subscription_id"]').select_option(label=sub["name"])
     tab.submit(page.locator('form[role="search"]').get_by_role("button", name="Filter"), "messages-by-subscription")
     assert f"subscription_id={sub['id']}" in tab.path, tab.path
-    assert [r.strip() for r in page.locator("tbody tr td:first-child").all_inner_texts()] == [message_id]
+    # Each row's id is short to the eye and whole in its link's title.
+    assert [a.get_attribute("title") for a in page.locator("tbody tr td:first-child a").all()] == [message_id]
 
     # Bob knows the event id but finds nothing of Alice's.
     bob = logged_in(tabs, "bob", BOB_PASSWORD)

@@ -33,6 +33,7 @@ from harness import (
     TestDatabase,
     cloud_event,
     describe,
+    herald_binary,
     utc_stamp,
     wait_until,
 )
@@ -43,12 +44,6 @@ LIMITS_ENV = {
     "HERALD_LIMITS_MAX_JSON_DEPTH": "16",
     "HERALD_LIMITS_MAX_HEADER_BYTES": "8192",
 }
-
-
-def herald_binary() -> Path:
-    from conftest import _binary
-
-    return _binary()
 
 
 @pytest.fixture(scope="module")

@@ -26,9 +26,8 @@ import requests
 from playwright.sync_api import Browser
 
 from accessibility import serious_violations
-from browser import SESSION_COOKIE, Tabs, chromium, open_tabs, playwright_driver  # noqa: F401 - fixtures
-from harness import ARTIFACTS_DIR, ApiClient, HeraldServer, TestDatabase, cloud_event, utc_stamp, wait_until
-from test_dashboard import herald_binary
+from browser import Tabs, open_tabs
+from harness import ARTIFACTS_DIR, ApiClient, HeraldServer, TestDatabase, cloud_event, herald_binary, utc_stamp, wait_until
 from webhook_receiver import Receiver
 
 WAIT = 30.0

@@ -310,6 +310,10 @@ pub struct Attempt {
     /// event's own trace when it was published with one, else the message's. Null when no
     /// request was sent, and on attempts recorded before Herald sent traces.
     pub trace_id: Option<String>,
+    /// The series the attempt belongs to: 0 for the first delivery, `n` for the message's `n`-th
+    /// replay. (A message replayed several times before Herald kept where each replay began
+    /// knows only where its latest one did.)
+    pub series: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

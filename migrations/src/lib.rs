@@ -26,6 +26,7 @@ mod m0019_subscription_pace;
 mod m0020_idempotency_keys;
 mod m0021_replays;
 mod m0022_portal_links;
+mod m0023_series_starts;
 
 /// How queries spell the lanes of the partial indexes: literally, so that a generic plan (PostgreSQL) uses them.
 pub use m0004_open_message_indexes::{FRESH as FRESH_LANE, OPEN, RETRY as RETRY_LANE};
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0020_idempotency_keys::Migration),
             Box::new(m0021_replays::Migration),
             Box::new(m0022_portal_links::Migration),
+            Box::new(m0023_series_starts::Migration),
         ]
     }
 }

@@ -183,8 +183,44 @@ pub fn load_error(e: ServerFnError) -> AnyView {
     view! { <p class="error" role="alert">{text}</p> }.into_any()
 }
 
+/// A time on one line: its spaces do not break.
 pub fn time(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    t.format("%Y-%m-%d\u{a0}%H:%M:%S\u{a0}UTC").to_string()
+}
+
+/// An id as short as its kind and last eight characters (`msg_…BHH7GN40`); a ULID's first
+/// characters are its time, alike in every row of a page.
+pub fn short_id(id: &str) -> String {
+    let Some((kind, rest)) = id.split_once('_') else { return id.to_string() };
+    match rest.char_indices().rev().nth(7) {
+        Some((at, _)) if at > 0 => format!("{kind}_…{}", &rest[at..]),
+        _ => id.to_string(),
+    }
+}
+
+/// An id as a link: short to the eye, whole in its title, to a screen reader and to a search
+/// of the page; the page it leads to shows it whole.
+#[component]
+pub fn IdLink(href: String, id: String) -> impl IntoView {
+    let (short, title) = (short_id(&id), id.clone());
+    view! {
+        <a href=href title=title><span aria-hidden="true">{short}</span><span class="visually-hidden">{id}</span></a>
+    }
+}
+
+/// Text that wraps only after a separator (`/`, `.`, `?`, `&`, `=`, `-`, `_`, `:`, `,`), as URLs,
+/// event types and lists of them read, never inside a word.
+pub fn breakable(text: &str) -> impl IntoView + use<> {
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        if "/.?&=-_:,".contains(c) {
+            parts.push(text[start..i + c.len_utf8()].to_string());
+            start = i + c.len_utf8();
+        }
+    }
+    parts.push(text[start..].to_string());
+    parts.into_iter().map(|part| view! { {part}<wbr/> }).collect_view()
 }
 
 pub fn maybe_time(t: &Option<DateTime<Utc>>) -> String {

@@ -57,10 +57,12 @@ pub async fn detail(services: &Services, who: &Principal, id: &MessageId) -> Res
         .ok_or(ServiceError::NotFound("message"))?;
     let event = events::get(&services.db, &row.event_id).await?;
     let tries = attempts::for_message(&services.db, &row.id).await?;
+    let mut starts = messages::series_starts(&services.db, &row.id).await?;
+    starts.push(row.attempt_base.max(0) as u32);
     Ok(dto::MessageDetail {
         message: views::message(row),
         event: event.and_then(|e| serde_json::from_str(&e.payload).ok()).unwrap_or(Value::Null),
-        attempts: tries.into_iter().map(views::attempt).collect(),
+        attempts: views::attempts_in_series(tries, starts),
     })
 }
 

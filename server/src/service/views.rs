@@ -117,7 +117,22 @@ pub fn attempt(row: attempt::Model) -> dto::Attempt {
         response_headers: json_text(&row.response_headers),
         response_body: row.response_body,
         trace_id: row.trace_id,
+        series: 0,
     }
+}
+
+/// A message's attempts with the series each belongs to: an attempt after the `n`-th of the
+/// sorted `starts` (the attempt counts at which replays began) is in series `n`.
+pub fn attempts_in_series(rows: Vec<attempt::Model>, mut starts: Vec<u32>) -> Vec<dto::Attempt> {
+    starts.sort_unstable();
+    starts.dedup();
+    starts.retain(|&s| s > 0);
+    rows.into_iter()
+        .map(|row| {
+            let number = row.number.max(0) as u32;
+            dto::Attempt { series: starts.iter().filter(|&&s| number > s).count() as u32, ..attempt(row) }
+        })
+        .collect()
 }
 
 /// The window's counts are as of `now_ms`.

@@ -5,8 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_params_map, use_query_map};
 
 use crate::ui::components::{
-    Badge, Changes, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, count_of, load_error, maybe_time,
-    ms_text, time, urlencode,
+    Badge, Changes, ChartSpan, Frame, NextPage, Notice, action_error, bar_chart, breakable, count_of, load_error,
+    maybe_time, ms_text, time, urlencode,
 };
 use crate::ui::server_fns::{
     ReplayFailures, UnlockEndpoint, get_customer_choices, get_endpoint_health, get_endpoints, get_viewer,
@@ -109,7 +109,7 @@ fn table(
                             {admin.then(|| view! {
                                 <td>{customers.get(&e.customer_id).cloned().unwrap_or_else(|| e.customer_id.clone())}</td>
                             })}
-                            <td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{e.url.clone()}</a></td>
+                            <td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{breakable(&e.url)}</a></td>
                             <td><Badge text=e.state.as_str().to_string()/></td>
                             <td>{e.consecutive_failures}</td>
                             <td>{rate(&e)}</td>
@@ -174,7 +174,7 @@ fn health_view(
     let id = e.id.clone();
     view! {
         <dl class="facts">
-            <dt>"URL"</dt><dd class="url">{e.url.clone()}</dd>
+            <dt>"URL"</dt><dd class="url">{breakable(&e.url)}</dd>
             {h.customer_name.map(|name| view! { <dt>"Customer"</dt><dd>{name}</dd> })}
             <dt>"State"</dt><dd><Badge text=e.state.as_str().to_string()/></dd>
             <dt>"Subscriptions"</dt>

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
-use crate::ui::components::{Changes, CustomerField, Frame, NextPage, action_error, load_error, urlencode};
+use crate::ui::components::{Changes, CustomerField, Frame, NextPage, action_error, breakable, load_error, urlencode};
 use crate::ui::server_fns::{
     CreateEventType, DeleteEventType, UpdateEventType, get_event_type, get_event_types, get_viewer,
 };
@@ -72,7 +72,7 @@ fn list(page: Page<EventType>, admin: bool, writable: bool, remove: ServerAction
                     let change = format!("/event-types?edit={}&customer_id={}#edit", urlencode(&t.name), urlencode(&t.customer_id));
                     view! {
                         <tr>
-                            <td class="type">{t.name.clone()}</td>
+                            <td class="type">{breakable(&t.name)}</td>
                             {admin.then(|| view! { <td><code>{t.customer_id.clone()}</code></td> })}
                             <td>{t.description.clone().unwrap_or_default()}</td>
                             <td><pre><code>{pretty(&t.schema)}</code></pre></td>

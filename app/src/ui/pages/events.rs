@@ -5,7 +5,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_query_map;
 
 use crate::ui::components::{
-    Changes, Frame, NextPage, SearchStopped, action_error, choice_select, count_of, load_error, time, urlencode,
+    Changes, Frame, NextPage, SearchStopped, action_error, breakable, choice_select, count_of, load_error, time,
+    urlencode,
 };
 use crate::ui::server_fns::{ReplayWindow, get_customer_choices, get_events, get_subscription_choices};
 use domain::dto::{ArchiveFilter, EventEntry, Page};
@@ -123,8 +124,8 @@ fn table(page: Page<EventEntry>, filtered: bool) -> AnyView {
                         <tr>
                             <td class="id"><code>{e.event.id.clone()}</code></td>
                             {admin.then(|| view! { <td>{e.customer_name.clone().unwrap_or_default()}</td> })}
-                            <td class="type">{e.event.event_type.clone()}</td>
-                            <td class="url">{e.event.source.clone()}</td>
+                            <td class="type">{breakable(&e.event.event_type)}</td>
+                            <td class="url">{breakable(&e.event.source)}</td>
                             <td>{time(&e.event.published_at)}</td>
                             <td class="count">{if count == 0 {
                                 view! { <span class="muted">"none"</span> }.into_any()

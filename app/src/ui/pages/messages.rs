@@ -3,7 +3,8 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 use serde_json::Value;
 
 use crate::ui::components::{
-    Badge, Changes, Frame, NextPage, Notice, SearchStopped, action_error, choice_select, load_error, maybe_time, time,
+    Badge, Changes, Frame, IdLink, NextPage, Notice, SearchStopped, action_error, breakable, choice_select, load_error,
+    maybe_time, time,
 };
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
@@ -107,21 +108,21 @@ fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
                     let m = e.message;
                     view! {
                         <tr>
-                            <td class="id"><a href=format!("/messages/{}", m.id)>{m.id.clone()}</a></td>
-                            {admin.then(|| view! { <td>{e.customer_name.clone().unwrap_or_default()}</td> })}
-                            <td>{match e.subscription_name {
+                            <td class="id" data-label="Message"><IdLink href=format!("/messages/{}", m.id) id=m.id.clone()/></td>
+                            {admin.then(|| view! { <td data-label="Customer">{e.customer_name.clone().unwrap_or_default()}</td> })}
+                            <td data-label="Subscription">{match e.subscription_name {
                                 Some(name) => view! { <a href=format!("/subscriptions/{}", m.subscription_id)>{name}</a> }.into_any(),
                                 None => view! { <span class="muted">"(deleted)"</span> }.into_any(),
                             }}</td>
-                            <td class="url">{match e.endpoint_url {
-                                Some(url) => view! { <a href=format!("/endpoints/{}", m.endpoint_id)>{url}</a> }.into_any(),
+                            <td class="url" data-label="Endpoint">{match e.endpoint_url {
+                                Some(url) => view! { <a href=format!("/endpoints/{}", m.endpoint_id)>{breakable(&url)}</a> }.into_any(),
                                 None => view! { <code>{m.endpoint_id.clone()}</code> }.into_any(),
                             }}</td>
-                            <td class="type">{m.event_type.clone()}</td>
-                            <td><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</td>
-                            <td>{m.attempt_count}{m.last_status.map(|s| format!(" ({s})"))}</td>
-                            <td>{time(&m.created_at)}</td>
-                            <td>{maybe_time(&m.next_attempt_at)}</td>
+                            <td class="type" data-label="Event type">{breakable(&m.event_type)}</td>
+                            <td data-label="State"><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</td>
+                            <td data-label="Attempts">{m.attempt_count}{m.last_status.map(|s| format!(" ({s})"))}</td>
+                            <td class="when" data-label="Created">{time(&m.created_at)}</td>
+                            <td class="when" data-label="Next attempt">{maybe_time(&m.next_attempt_at)}</td>
                         </tr>
                     }
                 }).collect_view()}
@@ -245,17 +246,47 @@ fn message_view(d: MessageDetail, replay: ServerAction<ReplayMessage>) -> AnyVie
         <pre class="json">{pretty(&d.event)}</pre>
         <h2>{format!("Attempts ({})", d.attempts.len())}</h2>
         {if d.attempts.is_empty() { Some(view! { <p>"No attempt yet."</p> }) } else { None }}
-        {
-            let last = d.attempts.len();
-            d.attempts.into_iter().enumerate().map(|(i, a)| attempt_view(a, i + 1 == last)).collect_view()
-        }
+        {series_views(d.attempts)}
     }
     .into_any()
 }
 
+/// The attempts by series: the first delivery's, then each replay's, each under its heading, so
+/// that where a replay began is plain. The latest attempt opens its response.
+fn series_views(attempts: Vec<Attempt>) -> impl IntoView {
+    let mut series: Vec<(u32, Vec<Attempt>)> = Vec::new();
+    for a in attempts {
+        match series.last_mut() {
+            Some((n, list)) if *n == a.series => list.push(a),
+            _ => series.push((a.series, vec![a])),
+        }
+    }
+    let several = series.len() > 1 || series.first().is_some_and(|(n, _)| *n > 0);
+    let last = series.len();
+    series
+        .into_iter()
+        .enumerate()
+        .map(|(i, (n, list))| {
+            let count = list.len();
+            let latest = i + 1 == last;
+            let heading = match n {
+                0 => "First delivery".to_string(),
+                n => format!("Replay {n}"),
+            };
+            let heading = if count == 1 { format!("{heading} · 1 attempt") } else { format!("{heading} · {count} attempts") };
+            view! {
+                <section class="series">
+                    {several.then(|| view! { <h3>{heading}</h3> })}
+                    {list.into_iter().enumerate().map(|(j, a)| attempt_view(a, latest && j + 1 == count, several)).collect_view()}
+                </section>
+            }
+        })
+        .collect_view()
+}
+
 /// One attempt; the latest one opens its response. An attempt that got no response (it could not
 /// connect, or timed out) has none to open: its outcome and error say what happened.
-fn attempt_view(a: Attempt, latest: bool) -> impl IntoView {
+fn attempt_view(a: Attempt, latest: bool, in_series: bool) -> impl IntoView {
     let status = a.status_code.map(|s| s.to_string()).unwrap_or_else(|| "no response".into());
     let response = a.status_code.is_some().then(|| {
         let (headers, body) = (pretty(&a.response_headers), a.response_body.clone().unwrap_or_default());
@@ -269,7 +300,11 @@ fn attempt_view(a: Attempt, latest: bool) -> impl IntoView {
     });
     view! {
         <article class="attempt">
-            <h3>{format!("#{} · {} · {} ms", a.number, time(&a.started_at), a.duration_ms)}</h3>
+            {
+                let title = format!("#{} · {} · {} ms", a.number, time(&a.started_at), a.duration_ms);
+                // Under a series' heading, one level down.
+                if in_series { view! { <h4>{title}</h4> }.into_any() } else { view! { <h3>{title}</h3> }.into_any() }
+            }
             <dl class="facts">
                 <dt>"Outcome"</dt><dd><Badge text=a.outcome.as_str().to_string()/></dd>
                 <dt>"Response status"</dt><dd>{status}</dd>

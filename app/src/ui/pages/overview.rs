@@ -1,6 +1,6 @@
 use leptos::prelude::*;
 
-use crate::ui::components::{Badge, ChartSpan, Frame, bar_chart, load_error, maybe_time, urlencode};
+use crate::ui::components::{Badge, ChartSpan, Frame, bar_chart, breakable, load_error, maybe_time, urlencode};
 use domain::dto::Overview;
 
 const PER_MINUTE: ChartSpan = ChartSpan {
@@ -53,7 +53,7 @@ fn overview_view(o: Overview) -> impl IntoView {
                         <thead><tr><th scope="col">"URL"</th><th scope="col">"State"</th><th scope="col">"Consecutive failures"</th><th scope="col">"Next probe"</th></tr></thead>
                         <tbody>
                             {troubled.into_iter().map(|e| view! {
-                                <tr><td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{e.url.clone()}</a></td><td><Badge text=e.state.as_str().to_string()/></td>
+                                <tr><td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{breakable(&e.url)}</a></td><td><Badge text=e.state.as_str().to_string()/></td>
                                 <td>{e.consecutive_failures}</td><td>{maybe_time(&e.next_probe_at)}</td></tr>
                             }).collect_view()}
                         </tbody>

@@ -3,7 +3,8 @@ use leptos_router::hooks::{use_params_map, use_query_map};
 
 use super::subscription_delivery::{DeliveryForm, delivery_facts};
 use crate::ui::components::{
-    Badge, Changes, CustomerField, Frame, NextPage, Notice, SelectField, action_error, load_error, span_text, time,
+    Badge, Changes, CustomerField, Frame, NextPage, Notice, SelectField, action_error, breakable, load_error,
+    span_text, time,
 };
 use crate::ui::server_fns::{
     CreateSubscription, RotateSecret, SendExample, SendTestEvent, SetSubscriptionStatus, UpdateSubscription,
@@ -63,8 +64,8 @@ fn list(page: Page<Subscription>) -> AnyView {
                 {page.data.into_iter().map(|s| view! {
                     <tr>
                         <td><a href=format!("/subscriptions/{}", s.id)>{s.name.clone()}</a></td>
-                        <td class="url">{s.url.clone()}</td>
-                        <td class="type">{s.event_types.join(", ")}</td>
+                        <td class="url">{breakable(&s.url)}</td>
+                        <td class="type">{breakable(&s.event_types.join(", "))}</td>
                         <td><Badge text=s.status.as_str().to_string()/></td>
                         <td>{time(&s.created_at)}</td>
                     </tr>
@@ -207,8 +208,8 @@ fn filter_table(found: Vec<FilterMatch>) -> impl IntoView {
                     {found.into_iter().map(|m| view! {
                         <tr>
                             <td><a href=format!("/messages?event_id={}", m.event_id)><code>{m.event_id.clone()}</code></a></td>
-                            <td class="type">{m.event_type.clone()}</td>
-                            <td class="url">{m.source.clone()}</td>
+                            <td class="type">{breakable(&m.event_type)}</td>
+                            <td class="url">{breakable(&m.source)}</td>
                             <td>{time(&m.created_at)}</td>
                             <td>{match (m.matches, m.error) {
                                 (true, _) => view! { <Badge text="matches".to_string()/> }.into_any(),

@@ -19,8 +19,8 @@ pub use recording::{End, Finish, finish_many, finish_recording, recording_plan};
 pub use transitions::*;
 
 use domain::ids::MessageId;
-use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait};
+use sea_orm::sea_query::{Alias, Expr};
+use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QuerySelect};
 
 use migrations::WAITING;
 
@@ -28,6 +28,18 @@ use super::entities::message::{self, Column, Entity as Messages};
 
 pub async fn get(db: &impl ConnectionTrait, id: &MessageId) -> Result<Option<message::Model>, DbErr> {
     Messages::find_by_id(id.clone()).one(db).await
+}
+
+/// The attempt counts at which the message's replays began, oldest first: its attempts after
+/// each belong to that replay's series. Kept beside the row, out of the delivery path's reads.
+pub async fn series_starts(db: &impl ConnectionTrait, id: &MessageId) -> Result<Vec<u32>, DbErr> {
+    let starts: Option<String> = Messages::find_by_id(id.clone())
+        .select_only()
+        .column_as(Expr::col(Alias::new("series_starts")), "series_starts")
+        .into_tuple()
+        .one(db)
+        .await?;
+    Ok(starts.unwrap_or_default().split(',').filter_map(|n| n.parse().ok()).collect())
 }
 
 /// Open messages: pending, delivering or held, the ones with a next attempt.

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
 use sea_orm::{ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 use domain::ids::{EndpointId, MessageId, SubscriptionId};
@@ -102,6 +102,8 @@ pub async fn replay(
         .col_expr(Column::DeadReason, Expr::val(Option::<String>::None))
         .col_expr(Column::NextAttemptAt, Expr::val(now_ms))
         .col_expr(Column::AttemptBase, Expr::col(Column::AttemptCount))
+        // Where this series begins, kept beside the earlier ones for the message's page.
+        .col_expr(Alias::new("series_starts"), Expr::cust("series_starts || ',' || attempt_count"))
         .col_expr(Column::TtlStartedAt, Expr::val(now_ms))
         // The new series lives as long as the first one did.
         .col_expr(
