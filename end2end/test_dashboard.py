@@ -692,7 +692,9 @@ def test_alice_creates_pauses_rotates_and_tests_a_subscription(world: World, tab
     assert match, f"a test event lands on its message's page: {tab.path}; alerts {tab.alerts()}"
     test_message = match.group(1)
     assert "A test event was published to this subscription." in tab.notices(), tab.notices()
-    assert fact(page, "Subscription") == sub_id
+    # The message names its subscription, and links it.
+    assert fact(page, "Subscription") == name
+    assert page.get_by_role("link", name=name).get_attribute("href") == f"/subscriptions/{sub_id}"
     assert fact(page, "Event type") == "herald.test"
     received = receiver.wait_for_path(path, 1, timeout=WAIT)
     assert received[0].headers.get("webhook-id") == test_message

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _binary, herald_on
-from harness import ARTIFACTS_DIR, HeraldServer, TestDatabase, cloud_event, unique, utc_stamp, wait_until
+from conftest import herald_on
+from harness import ARTIFACTS_DIR, HeraldServer, TestDatabase, cloud_event, herald_binary, unique, utc_stamp, wait_until
 
 STRACE = shutil.which("strace")
 PUBLISHES = 40
@@ -171,7 +171,7 @@ def test_a_backup_never_overwrites_and_points_postgresql_at_pg_dump(sqlite_datab
     finally:
         server.stop()
     on_postgres = HeraldServer(
-        _binary(),
+        herald_binary(),
         "postgres://postgres@127.0.0.1:1/herald",
         log_path=ARTIFACTS_DIR / "unused.log",
     )

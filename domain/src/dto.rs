@@ -476,6 +476,16 @@ pub struct LogEntry {
     pub customer_name: Option<String>,
 }
 
+/// A message as its dashboard page shows it: its detail, and the names of what it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessageView {
+    pub detail: MessageDetail,
+    pub subscription_name: Option<String>,
+    pub endpoint_url: Option<String>,
+    /// Filled in for admins only.
+    pub customer_name: Option<String>,
+}
+
 /// An archived event as the dashboard lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventEntry {

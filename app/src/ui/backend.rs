@@ -63,7 +63,7 @@ pub trait Backend: Send + Sync + 'static {
     async fn send_test_event(&self, v: &Viewer, id: &SubscriptionId) -> Result<MessageId, UiError>;
 
     async fn messages(&self, v: &Viewer, filter: LogFilter, cursor: Option<String>) -> Result<Page<LogEntry>, UiError>;
-    async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageDetail, UiError>;
+    async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageView, UiError>;
     async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError>;
     /// Starts replaying the dead messages that match.
     async fn replay_dead(&self, v: &Viewer, filter: LogFilter) -> Result<ReplayStarted, UiError>;

@@ -468,7 +468,7 @@ pub async fn get_messages(filter: LogFilter, cursor: Option<String>) -> Result<P
 }
 
 #[server]
-pub async fn get_message(id: String) -> Result<MessageDetail, ServerFnError> {
+pub async fn get_message(id: String) -> Result<MessageView, ServerFnError> {
     let (backend, v) = viewer().await?;
     backend.message(&v, &id.into()).await.map_err(fail)
 }

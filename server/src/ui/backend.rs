@@ -246,8 +246,17 @@ impl Backend for DashboardBackend {
         console::log_entries(&self.services, &who, page).await.map_err(ui_error)
     }
 
-    async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageDetail, UiError> {
-        messages::detail(&self.services, &principal(v), id).await.map_err(ui_error)
+    async fn message(&self, v: &Viewer, id: &MessageId) -> Result<MessageView, UiError> {
+        let who = principal(v);
+        let detail = messages::detail(&self.services, &who, id).await.map_err(ui_error)?;
+        let one = Page::of(vec![detail.message.clone()], None);
+        let names = console::log_entries(&self.services, &who, one).await.map_err(ui_error)?.data.pop();
+        Ok(MessageView {
+            subscription_name: names.as_ref().and_then(|n| n.subscription_name.clone()),
+            endpoint_url: names.as_ref().and_then(|n| n.endpoint_url.clone()),
+            customer_name: names.and_then(|n| n.customer_name),
+            detail,
+        })
     }
 
     async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError> {

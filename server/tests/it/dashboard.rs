@@ -746,7 +746,7 @@ async fn a_messages_attempts_are_grouped_by_series_and_the_log_keeps_ids_short_a
     let (_, key) = customer_user(&app, "acme", "alice").await;
     let once = json!({"kind": "exponential", "min_delay_secs": 1, "max_delay_secs": 1, "max_attempts": 1});
     let url = "http://127.0.0.1:9/refused-path";
-    app.subscribe(&key, json!({"name": "s", "url": url, "event_types": ["*"], "retry_policy": once})).await;
+    let sub = app.subscribe(&key, json!({"name": "s", "url": url, "event_types": ["*"], "retry_policy": once})).await;
     let msg = app.publish(&key, "e1", "order.created").await["message_ids"][0].as_str().unwrap().to_string();
     app.deliver_fresh().await;
     for _ in 0..2 {
@@ -769,6 +769,8 @@ async fn a_messages_attempts_are_grouped_by_series_and_the_log_keeps_ids_short_a
         .map(|h| page.find(h).unwrap())
         .collect();
     assert!(headings.windows(2).all(|w| w[0] < w[1]), "the series in order: {page}");
+    let sub_link = format!("href=\"/subscriptions/{}\">s</a>", sub["id"].as_str().unwrap());
+    assert!(page.contains(&sub_link) && page.contains("refused-<wbr"), "names, not ids: {page}");
 
     let log = alice.get("/messages").await.1;
     let short = format!("msg_…{}", &msg[msg.len() - 8..]);

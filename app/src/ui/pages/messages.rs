@@ -9,7 +9,7 @@ use crate::ui::components::{
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
 };
-use domain::dto::{Attempt, LogEntry, LogFilter, MessageDetail, Page};
+use domain::dto::{Attempt, LogEntry, LogFilter, MessageView, Page};
 use domain::states::MessageState;
 
 /// The filters of the delivery log, from the URL (a GET form).
@@ -214,15 +214,22 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-fn message_view(d: MessageDetail, replay: ServerAction<ReplayMessage>) -> AnyView {
+fn message_view(view: MessageView, replay: ServerAction<ReplayMessage>) -> AnyView {
+    let MessageView { detail: d, subscription_name, endpoint_url, customer_name } = view;
     let m = d.message;
     let replayable = matches!(m.state, MessageState::Dead | MessageState::Delivered);
     view! {
         <dl class="facts">
             <dt>"Id"</dt><dd><code>{m.id.clone()}</code></dd>
             <dt>"State"</dt><dd><Badge text=m.state.as_str().to_string()/>" "{m.dead_reason.clone().unwrap_or_default()}</dd>
-            <dt>"Subscription"</dt><dd><a href=format!("/subscriptions/{}", m.subscription_id)>{m.subscription_id.clone()}</a></dd>
-            <dt>"Endpoint"</dt><dd><a href=format!("/endpoints/{}", m.endpoint_id)>{m.endpoint_id.clone()}</a></dd>
+            {customer_name.map(|name| view! { <dt>"Customer"</dt><dd>{name}</dd> })}
+            <dt>"Subscription"</dt><dd>{match subscription_name {
+                Some(name) => view! { <a href=format!("/subscriptions/{}", m.subscription_id)>{name}</a> }.into_any(),
+                None => view! { <code>{m.subscription_id.clone()}</code>" (deleted)" }.into_any(),
+            }}</dd>
+            <dt>"Endpoint"</dt><dd class="url"><a href=format!("/endpoints/{}", m.endpoint_id)>{
+                breakable(endpoint_url.as_deref().unwrap_or(&m.endpoint_id))
+            }</a></dd>
             <dt>"Event type"</dt><dd>{m.event_type.clone()}</dd>
             <dt>"Created"</dt><dd>{time(&m.created_at)}</dd>
             <dt>"Delivered"</dt><dd>{maybe_time(&m.delivered_at)}</dd>
