@@ -107,14 +107,14 @@ fn table(
                     view! {
                         <tr id=e.id.clone()>
                             {admin.then(|| view! {
-                                <td>{customers.get(&e.customer_id).cloned().unwrap_or_else(|| e.customer_id.clone())}</td>
+                                <td data-label="Customer">{customers.get(&e.customer_id).cloned().unwrap_or_else(|| e.customer_id.clone())}</td>
                             })}
-                            <td class="url"><a href=format!("/endpoints/{}", urlencode(&e.id))>{breakable(&e.url)}</a></td>
-                            <td><Badge text=e.state.as_str().to_string()/></td>
-                            <td>{e.consecutive_failures}</td>
-                            <td>{rate(&e)}</td>
-                            <td>{maybe_time(&e.last_success_at)}</td>
-                            <td>{maybe_time(&e.next_probe_at)}</td>
+                            <td class="url" data-label="URL"><a href=format!("/endpoints/{}", urlencode(&e.id))>{breakable(&e.url)}</a></td>
+                            <td data-label="State"><Badge text=e.state.as_str().to_string()/></td>
+                            <td data-label="Consecutive failures">{e.consecutive_failures}</td>
+                            <td data-label="Failure rate">{rate(&e)}</td>
+                            <td class="when" data-label="Last success">{maybe_time(&e.last_success_at)}</td>
+                            <td class="when" data-label="Next probe">{maybe_time(&e.next_probe_at)}</td>
                             {admin.then(|| view! {
                                 <td>{can_unlock.then(|| view! {
                                     <UnlockForm action=unlock id=id.clone()/>

@@ -122,12 +122,12 @@ fn table(page: Page<EventEntry>, filtered: bool) -> AnyView {
                     let count = e.event.message_ids.len();
                     view! {
                         <tr>
-                            <td class="id"><code>{e.event.id.clone()}</code></td>
-                            {admin.then(|| view! { <td>{e.customer_name.clone().unwrap_or_default()}</td> })}
-                            <td class="type">{breakable(&e.event.event_type)}</td>
-                            <td class="url">{breakable(&e.event.source)}</td>
-                            <td>{time(&e.event.published_at)}</td>
-                            <td class="count">{if count == 0 {
+                            <td class="event-id" data-label="Event id"><code>{e.event.id.clone()}</code></td>
+                            {admin.then(|| view! { <td data-label="Customer">{e.customer_name.clone().unwrap_or_default()}</td> })}
+                            <td class="type" data-label="Type">{breakable(&e.event.event_type)}</td>
+                            <td class="url" data-label="Source">{breakable(&e.event.source)}</td>
+                            <td class="when" data-label="Published">{time(&e.event.published_at)}</td>
+                            <td class="count" data-label="Messages">{if count == 0 {
                                 view! { <span class="muted">"none"</span> }.into_any()
                             } else {
                                 view! { <a href=messages>{count_of(count as u64, "message", "messages")}</a> }.into_any()

@@ -63,11 +63,11 @@ fn list(page: Page<Subscription>) -> AnyView {
             <tbody>
                 {page.data.into_iter().map(|s| view! {
                     <tr>
-                        <td><a href=format!("/subscriptions/{}", s.id)>{s.name.clone()}</a></td>
-                        <td class="url">{breakable(&s.url)}</td>
-                        <td class="type">{breakable(&s.event_types.join(", "))}</td>
-                        <td><Badge text=s.status.as_str().to_string()/></td>
-                        <td>{time(&s.created_at)}</td>
+                        <td data-label="Name"><a href=format!("/subscriptions/{}", s.id)>{s.name.clone()}</a></td>
+                        <td class="url" data-label="URL">{breakable(&s.url)}</td>
+                        <td class="type" data-label="Event types">{breakable(&s.event_types.join(", "))}</td>
+                        <td data-label="Status"><Badge text=s.status.as_str().to_string()/></td>
+                        <td class="when" data-label="Created">{time(&s.created_at)}</td>
                     </tr>
                 }).collect_view()}
             </tbody>
