@@ -38,6 +38,8 @@ pub(super) struct PortalGrant {
     pub customer_name: String,
     pub role: PortalRole,
     pub return_url: Option<String>,
+    /// When the session ends (unix milliseconds), kept with it so that nothing can extend it.
+    pub ends_at: i64,
 }
 
 impl PortalGrant {
@@ -133,7 +135,8 @@ impl Backend for DashboardBackend {
     async fn viewer(&self, request: &Parts) -> Option<Viewer> {
         let session = session(request)?;
         let Some(user_id) = session.get::<String>(USER_KEY).await.ok()? else {
-            return session.get::<PortalGrant>(PORTAL_KEY).await.ok()?.map(PortalGrant::viewer);
+            let grant = session.get::<PortalGrant>(PORTAL_KEY).await.ok()??;
+            return (grant.ends_at > self.services.now_ms()).then(|| grant.viewer());
         };
         let row = users::get(&self.services, &UserId::from(user_id)).await.ok()??;
         Some(user_viewer(users::view(row)))

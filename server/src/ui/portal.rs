@@ -30,6 +30,7 @@ pub async fn open(State(services): State<Services>, session: Session, Path(token
         customer_name: opened.customer_name,
         role: opened.role,
         return_url: opened.return_url,
+        ends_at: opened.session_ends_at,
     };
     let ends = OffsetDateTime::from_unix_timestamp_nanos(opened.session_ends_at as i128 * 1_000_000)
         .unwrap_or_else(|_| OffsetDateTime::now_utc());

@@ -136,6 +136,11 @@ async fn an_expired_or_forged_link_shows_the_login_page_and_an_editor_link_acts_
     assert!(!location.unwrap_or_default().contains("__err"), "the editor rotated the secret");
     let rotated = audit_rows(&app, "subscription.rotate_secret").await;
     assert!(rotated[0]["actor"].as_str().unwrap().starts_with("portal:prt_"), "{rotated:?}");
+
+    app.clock.advance_ms(119_000);
+    assert_eq!(browser.get("/").await.0, 200, "the session lasts the link's 120 s from its opening");
+    app.clock.advance_ms(1_000);
+    assert_eq!(browser.get("/").await.2.as_deref(), Some("/login"), "and ends then");
 }
 
 #[tokio::test]
