@@ -5,8 +5,9 @@ use crate::common;
 use crate::dashboard::{Browser, customer_snapshot, customer_user};
 
 use common::{ADMIN_TOKEN, TestApp};
+use domain::ids::{CustomerId, EndpointId};
 use herald::service::{
-    Principal, ServiceError, customers, endpoint_health, endpoints, event_types, events, messages, replays,
+    Principal, ServiceError, customers, endpoint_health, endpoints, event_types, events, messages, portal, replays,
     subscriptions, users,
 };
 use sea_orm::{ConnectionTrait, Statement};
@@ -257,100 +258,38 @@ async fn every_use_case_that_changes_state_refuses_a_viewer() {
         domain::event::CloudEvent::parse(json!({"specversion": "1.0", "id": "e", "source": "s", "type": "t"}), "")
             .unwrap();
     let window = json!({"since": "2026-01-01T00:00:00Z", "until": "2026-01-02T00:00:00Z", "subscription_id": sub.id});
-    let results: Vec<(&str, Result<(), ServiceError>)> = vec![
-        ("customers::create", customers::create(s, &who, name()).await.map(drop)),
-        (
-            "customers::create_api_key",
-            customers::create_api_key(s, &who, &acme.as_str().into(), name()).await.map(drop),
-        ),
-        (
-            "customers::revoke_api_key",
-            customers::revoke_api_key(s, &who, &acme.as_str().into(), &"key_x".into()).await.map(drop),
-        ),
-        (
-            "endpoint_health::replay_failures",
-            endpoint_health::replay_failures(s, &who, &"ep_x".into(), "timeout").await.map(drop),
-        ),
-        (
-            "endpoints::unlock",
-            endpoints::unlock(s, &who, &"ep_x".into(), domain::dto::Backlog::Deliver).await.map(drop),
-        ),
-        (
-            "event_types::create",
-            event_types::create(s, &who, EventTypeBody::read(&json!({"name": "a.b"})).unwrap()).await.map(drop),
-        ),
-        (
-            "event_types::update",
-            event_types::update(s, &who, None, "a.b", EventTypePatch::read(&json!({})).unwrap()).await.map(drop),
-        ),
-        ("event_types::delete", event_types::delete(s, &who, None, "a.b").await.map(drop)),
-        ("events::publish", events::publish(s, &who, None, vec![event], false).await.map(drop)),
-        ("events::send_test", events::send_test(s, &who, &sub_id).await.map(drop)),
-        (
-            "events::send_example",
-            events::send_example(s, &who, &sub_id, SendExampleBody::read(&json!({"event_type": "a.b"})).unwrap())
-                .await
-                .map(drop),
-        ),
-        ("messages::replay_one", messages::replay_one(s, &who, &"msg_x".into()).await.map(drop)),
-        (
-            "replays::start_events",
-            replays::start_events(s, &who, ReplayWindowBody::read(&window).unwrap()).await.map(drop),
-        ),
-        (
-            "replays::start_messages",
-            replays::start_messages(s, &who, BulkReplayBody::read(&json!({"state": "dead"})).unwrap()).await.map(drop),
-        ),
-        (
-            "replays::start_listed",
-            replays::start_listed(s, &who, (acme.as_str().into(), "ep_x"), "timeout", vec![]).await.map(drop),
-        ),
-        ("replays::cancel", replays::cancel(s, &who, &"rpl_x".into()).await.map(drop)),
-        (
-            "subscriptions::create",
-            subscriptions::create(
-                s,
-                &who,
-                SubscriptionBody::read(&json!({"name": "s", "url": "http://127.0.0.1:9/y", "event_types": ["*"]}))
-                    .unwrap(),
-            )
-            .await
-            .map(drop),
-        ),
-        (
-            "subscriptions::update",
-            subscriptions::update(s, &who, &sub_id, SubscriptionPatch::read(&json!({"status": "paused"})).unwrap())
-                .await
-                .map(drop),
-        ),
-        ("subscriptions::delete", subscriptions::delete(s, &who, &sub_id).await.map(drop)),
-        ("subscriptions::rotate_secret", subscriptions::rotate_secret(s, &who, &sub_id).await.map(drop)),
-        (
-            "users::create",
-            users::create(
-                s,
-                &who,
-                UserBody::read(&json!({"username": "m", "password": "password-123", "role": "admin"})).unwrap(),
-            )
-            .await
-            .map(drop),
-        ),
-        (
-            "portal::create_link",
-            herald::service::portal::create_link(
-                s,
-                &who,
-                &acme.as_str().into(),
-                PortalLinkBody::read(&json!({})).unwrap(),
-                "http://x",
-            )
-            .await
-            .map(drop),
-        ),
-    ];
-    for (name, result) in results {
-        assert!(matches!(result, Err(ServiceError::ReadOnly)), "{name}: {result:?}");
+    // Each call, whatever its arguments name, is refused before it reads anything.
+    macro_rules! refused {
+        ($call:expr) => {{
+            let result = $call.await.map(drop);
+            assert!(matches!(result, Err(ServiceError::ReadOnly)), "{}: {result:?}", stringify!($call));
+        }};
     }
+    let (customer, endpoint) = (CustomerId::from(acme.as_str()), EndpointId::from("ep_x"));
+    refused!(customers::create(s, &who, name()));
+    refused!(customers::create_api_key(s, &who, &customer, name()));
+    refused!(customers::revoke_api_key(s, &who, &customer, &"key_x".into()));
+    refused!(endpoint_health::replay_failures(s, &who, &endpoint, "timeout"));
+    refused!(endpoints::unlock(s, &who, &endpoint, domain::dto::Backlog::Deliver));
+    refused!(event_types::create(s, &who, EventTypeBody::read(&json!({"name": "a.b"})).unwrap()));
+    refused!(event_types::update(s, &who, None, "a.b", EventTypePatch::read(&json!({})).unwrap()));
+    refused!(event_types::delete(s, &who, None, "a.b"));
+    refused!(events::publish(s, &who, None, vec![event], false));
+    refused!(events::send_test(s, &who, &sub_id));
+    refused!(events::send_example(s, &who, &sub_id, SendExampleBody::read(&json!({"event_type": "a.b"})).unwrap()));
+    refused!(messages::replay_one(s, &who, &"msg_x".into()));
+    refused!(replays::start_events(s, &who, ReplayWindowBody::read(&window).unwrap()));
+    refused!(replays::start_messages(s, &who, BulkReplayBody::read(&json!({"state": "dead"})).unwrap()));
+    refused!(replays::start_listed(s, &who, (customer.clone(), "ep_x"), "timeout", vec![]));
+    refused!(replays::cancel(s, &who, &"rpl_x".into()));
+    let other = json!({"name": "s", "url": "http://127.0.0.1:9/y", "event_types": ["*"]});
+    refused!(subscriptions::create(s, &who, SubscriptionBody::read(&other).unwrap()));
+    refused!(subscriptions::update(s, &who, &sub_id, SubscriptionPatch::read(&json!({"status": "paused"})).unwrap()));
+    refused!(subscriptions::delete(s, &who, &sub_id));
+    refused!(subscriptions::rotate_secret(s, &who, &sub_id));
+    let admin = json!({"username": "m", "password": "password-123", "role": "admin"});
+    refused!(users::create(s, &who, UserBody::read(&admin).unwrap()));
+    refused!(portal::create_link(s, &who, &customer, PortalLinkBody::read(&json!({})).unwrap(), "http://x"));
     let reads = subscriptions::get(s, &who, &sub_id).await.expect("a viewer reads its customer's subscription");
     assert_eq!(reads.secret, sub.secret);
 }
