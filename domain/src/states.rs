@@ -114,6 +114,16 @@ text_enum!(
     PortalRole { Viewer = "viewer", Editor = "editor" }
 );
 
+impl PortalRole {
+    /// The dashboard role a link's session has: `editor` is the customer's own.
+    pub fn role(self) -> Role {
+        match self {
+            PortalRole::Editor => Role::Customer,
+            PortalRole::Viewer => Role::Viewer,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,16 +56,6 @@ pub async fn list(services: &Services, who: &Principal) -> Result<Vec<dto::User>
     Ok(users::list(&services.db).await?.into_iter().map(view).collect())
 }
 
-/// What the dashboard acts as for this user.
-pub fn principal(row: &user::Model) -> Principal {
-    let actor = format!("user:{}", row.username);
-    match (row.role, &row.customer_id) {
-        (Role::Admin, _) | (_, None) => Principal::Admin { actor },
-        (Role::Customer, Some(customer_id)) => Principal::Customer { customer_id: customer_id.clone(), actor },
-        (Role::Viewer, Some(customer_id)) => Principal::Viewer { customer_id: customer_id.clone(), actor },
-    }
-}
-
 /// A dashboard user: a `customer` or `viewer` user names its customer, an `admin` does not.
 pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Result<dto::User> {
     who.require_writer()?;

@@ -44,14 +44,10 @@ pub(super) struct PortalGrant {
 
 impl PortalGrant {
     fn viewer(self) -> Viewer {
-        let role = match self.role {
-            PortalRole::Editor => Role::Customer,
-            PortalRole::Viewer => Role::Viewer,
-        };
         Viewer {
             user_id: format!("portal:{}", self.link_id),
             username: self.customer_name.clone(),
-            role,
+            role: self.role.role(),
             customer_id: Some(self.customer_id),
             portal: Some(PortalSession {
                 link_id: self.link_id,

@@ -290,6 +290,10 @@ async fn every_use_case_that_changes_state_refuses_a_viewer() {
     let admin = json!({"username": "m", "password": "password-123", "role": "admin"});
     refused!(users::create(s, &who, UserBody::read(&admin).unwrap()));
     refused!(portal::create_link(s, &who, &customer, PortalLinkBody::read(&json!({})).unwrap(), "http://x"));
+    let typed = EventTypeBody::read(&json!({"name": "a.b", "customer_id": acme})).unwrap();
+    event_types::create(s, &Principal::Admin { actor: "t".into() }, typed).await.unwrap();
+    let read = event_types::get(s, &who, None, "a.b").await.expect("a viewer reads its customer's event type");
+    assert_eq!(read.name, "a.b");
     let reads = subscriptions::get(s, &who, &sub_id).await.expect("a viewer reads its customer's subscription");
     assert_eq!(reads.secret, sub.secret);
 }
