@@ -19,7 +19,34 @@ use crate::service::Services;
 use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::service::users::ensure_admin_user;
 use crate::store::owner::FileOwner;
+use crate::store::wal_flush::WalFlush;
 use crate::{api, store, telemetry, ui};
+
+/// Sends the answer to a request that may have changed state only once
+/// SQLite's log is on disk (see [`WalFlush`]): every method but the safe ones,
+/// and the opening of a portal link. Nothing to do when each commit flushes
+/// itself, or on PostgreSQL.
+async fn flush_before_answer(
+    axum::extract::State(wal): axum::extract::State<Option<Arc<WalFlush>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let Some(wal) = wal else { return next.run(request).await };
+    let changes = !request.method().is_safe() || request.uri().path().starts_with("/portal/");
+    let response = next.run(request).await;
+    if !changes {
+        return response;
+    }
+    match wal.flush().await {
+        Ok(()) => response,
+        Err(e) => {
+            let failed = sea_orm::DbErr::Custom(format!("flushing the write-ahead log: {e}"));
+            axum::response::IntoResponse::into_response(api::problem::ApiError::from(crate::service::ServiceError::Db(
+                failed,
+            )))
+        }
+    }
+}
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
 const KEY_FINGERPRINT: &str = "secret_key_fingerprint";
@@ -60,7 +87,7 @@ impl Application {
         let key = SecretKey::resolve(settings.secret_key.as_deref(), settings.key_dir().as_deref())?;
         let sealer = Sealer::new(&key);
         let owner = settings.sqlite_file().map(|file| store::owner::own(&file)).transpose()?;
-        let db = store::connect(&settings.database_url, settings.sqlite_synchronous).await?;
+        let db = store::connect(&settings.database_url, WalFlush::writer_synchronous(&settings)).await?;
         store::migrate(&db).await?;
         if owner.is_some() {
             // Every lease in the file is a dead process's: its messages are due now, not when the lease ends.
@@ -103,8 +130,10 @@ impl Application {
                 }
             }
         };
+        let wal = services.pipeline.wal.clone();
         api.merge(ui::router(services))
             .fallback(not_found)
+            .layer(axum::middleware::from_fn_with_state(wal, flush_before_answer))
             .layer(axum::middleware::from_fn_with_state(limits, api::limits::guard_request))
             // A failure is logged where it happens, and a database outage once (see `store::health`),
             // not again at every 5xx response.

@@ -47,6 +47,7 @@ use crate::secrets::Sealer;
 use crate::store::health::DatabaseHealth;
 pub use crate::store::messages::Lane;
 use crate::store::notify;
+use crate::store::wal_flush::WalFlush;
 use endpoint_paces::EndpointPaces;
 use handoff::Handoff;
 use intake::Intake;
@@ -105,6 +106,8 @@ pub struct Parts {
     pub paces: EndpointPaces,
     /// Wakes this process's replay runner when a job is stored.
     pub replay_wake: Arc<tokio::sync::Notify>,
+    /// Flushes SQLite's log before an answer, when Herald (not each commit) makes answers durable.
+    pub wal: Option<Arc<WalFlush>>,
     intake: Intake,
 }
 
@@ -136,6 +139,7 @@ impl Pipeline {
         sealer: Arc<Sealer>,
         process: i32,
     ) -> Pipeline {
+        let wal = WalFlush::for_settings(&settings).map(Arc::new);
         let wake = Arc::new(Wakeup::default());
         let handoff = Arc::new(Handoff::default());
         let health = DatabaseHealth::new(db.clone(), &settings);
@@ -171,6 +175,7 @@ impl Pipeline {
             gauges,
             paces,
             replay_wake,
+            wal,
             intake,
         };
         Pipeline(Arc::new(parts))

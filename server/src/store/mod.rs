@@ -30,6 +30,7 @@ pub mod retention;
 pub mod sessions;
 pub mod subscriptions;
 pub mod users;
+pub mod wal_flush;
 
 use std::time::Duration;
 

@@ -1,0 +1,131 @@
+//! The flush that makes an answer durable on SQLite (`sqlite_synchronous =
+//! full`, the default). The writer connection runs with `synchronous = NORMAL`:
+//! its commits reach the write-ahead log without waiting for the disk, so the
+//! lanes' claims and attempt records, which at-least-once may lose (a lost one
+//! only repeats a delivery), never queue behind a flush. Whatever is answered to
+//! a client is flushed here before the answer leaves: one `fdatasync` of the log,
+//! made off the writer connection (the next transaction runs meanwhile) and
+//! shared by every answer waiting when it starts.
+//!
+//! Why that is enough: in WAL mode a commit is durable once the log's frames up
+//! to its commit frame are on disk, and a flush of the log file begun after the
+//! commit returned covers them (`fdatasync` flushes the file, whichever
+//! descriptor asks). The log starts over only after a checkpoint has copied it
+//! into the database file and synced that file, so nothing flushed here is lost
+//! when it does.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Mutex;
+
+use crate::config::{Settings, SqliteSynchronous};
+
+pub struct WalFlush {
+    wal: PathBuf,
+    /// Answers that have asked for a flush so far; each holds the next number.
+    asked: AtomicU64,
+    /// One flush at a time; holds the highest number the latest one covered.
+    covered: Mutex<u64>,
+    /// Flushes made, for the tests.
+    flushes: AtomicU64,
+}
+
+impl WalFlush {
+    /// The flush for a SQLite file whose commits Herald must make durable
+    /// itself; None on PostgreSQL, in memory, or with `sqlite_synchronous = normal`.
+    pub fn for_settings(settings: &Settings) -> Option<WalFlush> {
+        if settings.sqlite_synchronous != SqliteSynchronous::Full {
+            return None;
+        }
+        let file = settings.sqlite_file()?;
+        let mut wal = file.into_os_string();
+        wal.push("-wal");
+        Some(WalFlush {
+            wal: PathBuf::from(wal),
+            asked: AtomicU64::new(0),
+            covered: Mutex::new(0),
+            flushes: AtomicU64::new(0),
+        })
+    }
+
+    /// How the writer connection commits: without waiting for the disk when
+    /// this flush makes the answers durable, else as configured.
+    pub fn writer_synchronous(settings: &Settings) -> SqliteSynchronous {
+        match WalFlush::for_settings(settings) {
+            Some(_) => SqliteSynchronous::Normal,
+            None => settings.sqlite_synchronous,
+        }
+    }
+
+    /// Returns once everything committed before the call is on disk.
+    pub async fn flush(&self) -> io::Result<()> {
+        let ticket = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut covered = self.covered.lock().await;
+        if *covered >= ticket {
+            // A flush that began after this caller asked has finished meanwhile.
+            return Ok(());
+        }
+        // Every number handed out so far belongs to a caller whose commits came before it asked.
+        let covers = self.asked.load(Ordering::SeqCst);
+        let wal = self.wal.clone();
+        tokio::task::spawn_blocking(move || sync_log(&wal)).await.map_err(io::Error::other)??;
+        *covered = covers;
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// Flushes the log file through a descriptor of its own, opened each time: the
+/// file is replaced when the last connection closes. A missing log means that
+/// closing checkpointed it into the database file, synced, and removed it.
+fn sync_log(wal: &Path) -> io::Result<()> {
+    match std::fs::File::open(wal) {
+        Ok(file) => file.sync_data(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(url: &str, synchronous: SqliteSynchronous) -> Settings {
+        Settings { database_url: url.into(), sqlite_synchronous: synchronous, ..Settings::default() }
+    }
+
+    #[test]
+    fn only_a_sqlite_file_with_full_is_flushed_by_herald() {
+        let full = WalFlush::for_settings(&settings("sqlite://data/herald.db?mode=rwc", SqliteSynchronous::Full));
+        assert_eq!(full.map(|f| f.wal), Some(PathBuf::from("data/herald.db-wal")));
+        assert!(WalFlush::for_settings(&settings("sqlite://h.db", SqliteSynchronous::Normal)).is_none());
+        assert!(WalFlush::for_settings(&settings("sqlite::memory:", SqliteSynchronous::Full)).is_none());
+        assert!(WalFlush::for_settings(&settings("postgres://h@127.0.0.1/x", SqliteSynchronous::Full)).is_none());
+    }
+
+    #[tokio::test]
+    async fn callers_waiting_together_share_one_flush() {
+        let dir = std::env::temp_dir().join(format!("herald-wal-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("h.db");
+        std::fs::write(dir.join("h.db-wal"), b"frames").unwrap();
+        let flush =
+            WalFlush::for_settings(&settings(&format!("sqlite://{}", db.display()), SqliteSynchronous::Full)).unwrap();
+        // Hold the lock as a running flush would, while three callers ask.
+        let held = flush.covered.lock().await;
+        let waiting = futures::future::join_all((0..3).map(|_| flush.flush()));
+        let (results, ()) = tokio::join!(waiting, async move {
+            tokio::task::yield_now().await;
+            drop(held);
+        });
+        assert!(results.into_iter().all(|r| r.is_ok()));
+        assert_eq!(flush.flushes.load(Ordering::Relaxed), 1, "one flush after the wait covers all three");
+        // A missing log (closed and checkpointed) is not an error.
+        std::fs::remove_file(dir.join("h.db-wal")).unwrap();
+        flush.flush().await.unwrap();
+        assert_eq!(flush.flushes.load(Ordering::Relaxed), 2, "a caller after that flush gets one of its own");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
