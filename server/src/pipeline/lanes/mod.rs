@@ -77,6 +77,7 @@ impl Lanes {
         let mut waiting = Waiting::default();
         let mut last_sweep = 0i64;
         let mut planner = ClaimPlanner::default();
+        let mut claiming: Option<Claiming> = None;
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
             while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
@@ -98,8 +99,11 @@ impl Lanes {
                 self.expire_held().await;
                 self.pipeline.paces.forget_past(now);
             }
-            if self.claim_due(lane, &workers, &mut waiting, &mut planner, now, &mut shutdown).await {
-                continue;
+            if claiming.is_none() {
+                claiming = self.plan_claim(&workers, &waiting, &mut planner, now).map(|plan| {
+                    let (lanes, shutdown) = (self.clone(), shutdown.clone());
+                    Box::pin(async move { lanes.claim_planned(lane, plan, shutdown).await }) as Claiming
+                });
             }
             let now = self.pipeline.now_ms();
             let sleep = planner.sleep_ms(now).map_or(IDLE_POLL, Duration::from_millis);
@@ -113,60 +117,80 @@ impl Lanes {
                 // Checks again at the top of the loop when the timer has run out.
                 _ = tokio::time::sleep(sleep) => {}
                 Some(one) = next_handed(&mut handed) => self.receive(one, &mut in_flight, &mut waiting),
+                (plan, jobs) = next_claimed(&mut claiming) => {
+                    claiming = None;
+                    self.claimed(lane, plan, jobs, &mut waiting, &mut planner);
+                }
                 _ = shutdown.changed() => {}
             }
+        }
+        // A claim under way finishes, so that its messages are put back rather than left leased.
+        if let Some(claim) = claiming {
+            let (plan, jobs) = claim.await;
+            self.claimed(lane, plan, jobs, &mut waiting, &mut planner);
         }
         self.stop(lane, handed, in_flight, waiting).await;
     }
 
-    /// Claims everything due while fewer than half a batch wait for unsaturated endpoints, so
-    /// claims keep pace with deliveries; messages queued for saturated endpoints (a slow
-    /// receiver's) hold up no one else, up to a bound on what the lane keeps in memory. Whether
-    /// it queued any.
-    async fn claim_due(
+    /// What to claim now, if anything: everything due while fewer than half a batch wait for
+    /// unsaturated endpoints, so claims keep pace with deliveries; messages queued for saturated
+    /// endpoints (a slow receiver's) hold up no one else, up to a bound on what the lane keeps in
+    /// memory. The claim runs beside the lane's loop, which meanwhile goes on starting the
+    /// messages handed over and the paced turns: a claim waits for the database, behind the
+    /// publishes and the records, and no delivery should wait with it.
+    fn plan_claim(
         &self,
-        lane: Lane,
         workers: &Semaphore,
-        waiting: &mut Waiting,
+        waiting: &Waiting,
         planner: &mut ClaimPlanner,
         now: i64,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> bool {
+    ) -> Option<ClaimPlan> {
         let endpoint_concurrency = self.pipeline.settings.delivery.endpoint_concurrency;
         let free = workers.available_permits() as u64;
         let short_of_work = waiting.unsaturated(endpoint_concurrency) < CLAIM_BATCH as usize / 2;
         let scope = (free > 0 && waiting.len() < MAX_WAITING)
             .then(|| planner.next(now, waiting, endpoint_concurrency, short_of_work))
-            .flatten();
-        let Some(scope) = scope else { return false };
-        let limit = free.min(CLAIM_BATCH);
-        let saturated = waiting.saturated(endpoint_concurrency);
-        let among = match &scope {
-            ClaimScope::AllDue => Among::AllBut(&saturated),
+            .flatten()?;
+        Some(ClaimPlan { scope, limit: free.min(CLAIM_BATCH), saturated: waiting.saturated(endpoint_concurrency), now })
+    }
+
+    /// Runs a planned claim. During an outage it waits for the database's return (its health
+    /// probes it) instead of claiming again and again.
+    async fn claim_planned(
+        &self,
+        lane: Lane,
+        plan: ClaimPlan,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> (ClaimPlan, Vec<Job>) {
+        let among = match &plan.scope {
+            ClaimScope::AllDue => Among::AllBut(&plan.saturated),
             ClaimScope::Endpoint(endpoint_id) => Among::Endpoint(endpoint_id),
         };
-        let jobs = match self.claim(lane, limit, among).await {
+        let jobs = match self.claim(lane, plan.limit, among).await {
             Ok(jobs) => jobs,
             Err(e) => {
                 let health = &self.pipeline.health;
                 health.failed("claiming messages", &e);
-                // During an outage the lane waits for the database's return (its health
-                // probes it) instead of claiming again and again.
                 tokio::select! {
                     _ = health.back() => {}
-                    _ = shutdown.changed() => {}
+                    _ = shutdown.wait_for(|stopped| *stopped) => {}
                 }
                 Vec::new()
             }
         };
+        (plan, jobs)
+    }
+
+    /// Takes in what a claim brought, and tells the planner.
+    fn claimed(&self, lane: Lane, plan: ClaimPlan, jobs: Vec<Job>, waiting: &mut Waiting, planner: &mut ClaimPlanner) {
+        let endpoint_concurrency = self.pipeline.settings.delivery.endpoint_concurrency;
         // The retry lane sleeps until its next retry is due, at most the idle poll.
-        let idle = if lane == Lane::Retry && (jobs.len() as u64) < limit { self.idle_for(now) } else { IDLE_POLL };
+        let short = (jobs.len() as u64) < plan.limit;
+        let idle = if lane == Lane::Retry && short { self.idle_for(plan.now) } else { IDLE_POLL };
         let got: Vec<EndpointId> = jobs.iter().map(|job| job.message.endpoint_id.clone()).collect();
         let next_claim = self.pipeline.now_ms() + idle.as_millis() as i64;
-        planner.claimed(&scope, &got, limit as usize, endpoint_concurrency, saturated, next_claim);
-        let claimed = !jobs.is_empty();
-        jobs.into_iter().for_each(|job| waiting.push(job, now));
-        claimed
+        planner.claimed(&plan.scope, &got, plan.limit as usize, endpoint_concurrency, plan.saturated, next_claim);
+        jobs.into_iter().for_each(|job| waiting.push(job, plan.now));
     }
 
     /// At shutdown: handed-over messages are committed and leased, so those with a start permit
@@ -340,6 +364,27 @@ impl Lanes {
                 message,
             })
             .collect())
+    }
+}
+
+/// A claim under way: what was planned, and what it brought.
+type Claiming = std::pin::Pin<Box<dyn std::future::Future<Output = (ClaimPlan, Vec<Job>)> + Send>>;
+
+/// A claim's scope and size, decided by the lane's loop.
+struct ClaimPlan {
+    scope: ClaimScope,
+    limit: u64,
+    /// The endpoints a claim of everything passes over.
+    saturated: Vec<EndpointId>,
+    /// When it was planned.
+    now: i64,
+}
+
+/// What the claim under way brought, when it ends; never, while none is.
+async fn next_claimed(claiming: &mut Option<Claiming>) -> (ClaimPlan, Vec<Job>) {
+    match claiming {
+        Some(claim) => claim.await,
+        None => std::future::pending().await,
     }
 }
 
