@@ -204,3 +204,52 @@ fn host() -> String {
     let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     format!("{} pid {}", name.trim(), std::process::id())
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Method, Request, StatusCode};
+    use axum::routing::any;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    /// Every route answers 200; the layer decides what else happens.
+    fn app(wal: WalFlush) -> axum::Router {
+        axum::Router::new()
+            .route("/{*path}", any(|| async { "done" }))
+            .layer(axum::middleware::from_fn_with_state(Some(Arc::new(wal)), flush_before_answer))
+    }
+
+    async fn status(app: &axum::Router, method: Method, path: &str) -> (StatusCode, String) {
+        let request = Request::builder().method(method).uri(path).body(Body::empty()).unwrap();
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test]
+    async fn answers_that_may_change_state_wait_for_the_flush_and_reads_do_not() {
+        // A log that cannot be flushed shows which answers wait for a flush: they fail.
+        let failing = app(WalFlush::of_log("/proc/self/status/h.db-wal".into()));
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS] {
+            assert_eq!(status(&failing, method.clone(), "/api/v1/messages").await.0, StatusCode::OK, "{method}");
+        }
+        for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            let (code, body) = status(&failing, method.clone(), "/api/v1/subscriptions").await;
+            assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{method}");
+            assert!(body.contains("try again"), "{body}");
+        }
+        // Opening a portal link is a GET that writes (the link is used, a session starts).
+        assert_eq!(status(&failing, Method::GET, "/portal/hp_x").await.0, StatusCode::SERVICE_UNAVAILABLE);
+
+        // A log that can be flushed lets the answer through.
+        let dir = std::env::temp_dir().join(format!("herald-flush-layer-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.db-wal"), b"frames").unwrap();
+        let flushing = app(WalFlush::of_log(dir.join("h.db-wal")));
+        assert_eq!(status(&flushing, Method::POST, "/api/v1/subscriptions").await, (StatusCode::OK, "done".into()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

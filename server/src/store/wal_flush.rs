@@ -42,12 +42,12 @@ impl WalFlush {
         let file = settings.sqlite_file()?;
         let mut wal = file.into_os_string();
         wal.push("-wal");
-        Some(WalFlush {
-            wal: PathBuf::from(wal),
-            asked: AtomicU64::new(0),
-            covered: Mutex::new(0),
-            flushes: AtomicU64::new(0),
-        })
+        Some(WalFlush::of_log(PathBuf::from(wal)))
+    }
+
+    /// The flush of the log file at `wal`.
+    pub fn of_log(wal: PathBuf) -> WalFlush {
+        WalFlush { wal, asked: AtomicU64::new(0), covered: Mutex::new(0), flushes: AtomicU64::new(0) }
     }
 
     /// How the writer connection commits: without waiting for the disk when
@@ -127,5 +127,15 @@ mod tests {
         flush.flush().await.unwrap();
         assert_eq!(flush.flushes.load(Ordering::Relaxed), 2, "a caller after that flush gets one of its own");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_is_an_error_and_covers_no_one() {
+        // A log whose directory is a file cannot be opened.
+        let flush = WalFlush::of_log(PathBuf::from("/proc/self/status/h.db-wal"));
+        assert!(flush.flush().await.is_err());
+        assert!(flush.flush().await.is_err(), "the next caller tries again");
+        assert_eq!(*flush.covered.lock().await, 0);
+        assert_eq!(flush.flushes.load(Ordering::Relaxed), 0);
     }
 }
