@@ -6,47 +6,23 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::response::IntoResponse;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
 
+use crate::api::problem::ApiError;
 use crate::api::state::ApiState;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Settings;
 use crate::pipeline::{Lanes, Pipeline, gauges, heartbeat, replays, retention};
 use crate::secrets::{Sealer, SecretKey};
-use crate::service::Services;
 use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::service::users::ensure_admin_user;
+use crate::service::{ServiceError, Services};
 use crate::store::owner::FileOwner;
 use crate::store::wal_flush::WalFlush;
 use crate::{api, store, telemetry, ui};
-
-/// Sends the answer to a request that may have changed state only once
-/// SQLite's log is on disk (see [`WalFlush`]): every method but the safe ones,
-/// and the opening of a portal link. Nothing to do when each commit flushes
-/// itself, or on PostgreSQL.
-async fn flush_before_answer(
-    axum::extract::State(wal): axum::extract::State<Option<Arc<WalFlush>>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let Some(wal) = wal else { return next.run(request).await };
-    let changes = !request.method().is_safe() || request.uri().path().starts_with("/portal/");
-    let response = next.run(request).await;
-    if !changes {
-        return response;
-    }
-    match wal.flush().await {
-        Ok(()) => response,
-        Err(e) => {
-            let failed = sea_orm::DbErr::Custom(format!("flushing the write-ahead log: {e}"));
-            axum::response::IntoResponse::into_response(api::problem::ApiError::from(crate::service::ServiceError::Db(
-                failed,
-            )))
-        }
-    }
-}
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
 const KEY_FINGERPRINT: &str = "secret_key_fingerprint";
@@ -196,6 +172,30 @@ impl Application {
             let _ = tokio::task::spawn_blocking(move || spans.shutdown()).await;
         }
         Ok(())
+    }
+}
+
+/// Sends the answer to a request that may have changed state only once
+/// SQLite's log is on disk (see [`WalFlush`]): every method but the safe ones,
+/// and the opening of a portal link. Nothing to do when each commit flushes
+/// itself, or on PostgreSQL.
+async fn flush_before_answer(
+    axum::extract::State(wal): axum::extract::State<Option<Arc<WalFlush>>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let Some(wal) = wal else { return next.run(request).await };
+    let changes = !request.method().is_safe() || request.uri().path().starts_with("/portal/");
+    let response = next.run(request).await;
+    if !changes {
+        return response;
+    }
+    match wal.flush().await {
+        Ok(()) => response,
+        Err(e) => {
+            let failed = sea_orm::DbErr::Custom(format!("flushing the write-ahead log: {e}"));
+            ApiError::from(ServiceError::Db(failed)).into_response()
+        }
     }
 }
 
