@@ -21,7 +21,6 @@ use super::decide::Decision;
 use super::group_commit::{self, BatchLimit};
 use super::operational::{Announced, report, report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
-use crate::store::counts::{self, Attempted};
 use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
 use crate::store::entities::{attempt, endpoint, message};
 use crate::store::messages::{End, PAUSED};
@@ -152,13 +151,7 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         .collect();
     let rows = records.iter().map(attempt_row).collect();
     let txn = pipeline.db.begin().await?;
-    let moved = messages::finish_recording(&txn, &ends, rows, now).await?;
-    let counted = records.iter().filter(|r| moved.contains(&r.message.id)).map(|r| Attempted {
-        customer_id: &r.message.customer_id,
-        started_at: r.started_at,
-        succeeded: r.decision.outcome == Outcome::Success,
-    });
-    counts::add_attempts(&txn, writer, counted).await?;
+    let moved = messages::finish_recording(&txn, &ends, rows, now, writer).await?;
     let mut by_endpoint: BTreeMap<&EndpointId, Vec<usize>> = BTreeMap::new();
     for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
         by_endpoint.entry(&record.message.endpoint_id).or_default().push(i);

@@ -8,8 +8,9 @@ use foldhash::{HashSet, HashSetExt};
 use sea_orm::{ConnectionTrait, DbErr, IdenStatic, Iterable, TransactionTrait};
 use sea_orm::{DatabaseConnection, DbBackend, Statement, Value};
 
-use domain::states::MessageState;
+use domain::states::{MessageState, Outcome};
 
+use crate::store::counts::{self, Attempted};
 use crate::store::entities::attempt;
 use crate::store::placeholder;
 use crate::store::recordset::{self, Arrays, Type, col, nullable};
@@ -78,30 +79,36 @@ pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -
 }
 
 /// Records attempts' ends with their attempt rows, `attempts[i]` the attempt
-/// that ended as `ends[i]`: each message moves as in [`finish_many`], and the
+/// that ended as `ends[i]`: each message moves as in [`finish_many`], the
 /// attempt rows of the messages that moved are inserted (an attempt whose
-/// lease was lost is not recorded). Returns the ids that moved. On PostgreSQL
-/// one statement does both, its text the same for every batch; `db` must be a
-/// transaction there.
+/// lease was lost is not recorded), and counted in their customers' minutes in
+/// the rows of `writer` (see [`counts::add_attempts`]). Returns the ids that
+/// moved. On PostgreSQL one statement does all three, its text the same for
+/// every batch; `db` must be a transaction there.
 pub async fn finish_recording(
     db: &impl ConnectionTrait,
     ends: &[End],
     attempts: Vec<attempt::Model>,
     now_ms: i64,
+    writer: i64,
 ) -> Result<HashSet<MessageId>, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         let moved = finish_many(db, ends, now_ms).await?;
-        crate::store::attempts::insert_many(
-            db,
-            attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect(),
-        )
-        .await?;
+        let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
+        let counted = recorded.iter().map(|a| Attempted {
+            customer_id: &a.customer_id,
+            started_at: a.started_at,
+            succeeded: a.outcome == Outcome::Success,
+        });
+        counts::add_attempts(db, writer, counted).await?;
+        crate::store::attempts::insert_many(db, recorded).await?;
         return Ok(moved);
     }
     // `db` is the recorder's transaction.
     db.execute_unprepared(crate::store::PLAN_ONCE_BY_KEY).await?;
     let mut values = recording_arrays(ends, &attempts);
     values.push(now_ms.into());
+    values.push(writer.into());
     let statement = Statement::from_sql_and_values(DbBackend::Postgres, FINISH_RECORDING.as_str(), values);
     db.query_all_raw(statement).await?.iter().map(|row| row.try_get::<MessageId>("", "id")).collect()
 }
@@ -159,15 +166,17 @@ const RECORDING_COLUMNS: recordset::Columns = &[
     nullable("trace_id", Type::Text),
 ];
 
-/// The parameters: the batch's columns, then the time. The update hands each
-/// moved message's attempt row to the insert (RETURNING), so that no join
-/// pairs them again. A message holds a lease token only while delivering
+/// The parameters: the batch's columns, then the time and the writer. The
+/// update hands each moved message's attempt row to the insert (RETURNING), so
+/// that no join pairs them again, and to the count of its minute. A message holds a lease token only while delivering
 /// (every way out clears it, every claim draws a new one), so the token alone
 /// guards the update: saying the state too would offer the plan an index on
 /// it, which a plan made on an empty table takes instead of the primary key.
 static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
     let attempts = attempt::Column::iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ");
     let now = recordset::parameters(RECORDING_COLUMNS) + 1;
+    let writer = now + 1;
+    let success = Outcome::Success.as_str();
     format!(
         "WITH moved AS ( \
            UPDATE messages SET state = r.state, dead_reason = r.dead_reason, next_attempt_at = r.next_attempt_at, \
@@ -181,6 +190,14 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
              r.error_detail, r.outcome, r.request_headers, r.response_headers, r.response_body, r.trace_id \
          ), recorded AS ( \
            INSERT INTO attempts ({attempts}) SELECT {attempts} FROM moved \
+         ), counted AS ( \
+           INSERT INTO attempt_counts (customer_id, minute, writer, succeeded, failed) \
+           SELECT customer_id, started_at / 60000, ${writer}::int8, \
+             count(*) FILTER (WHERE outcome = '{success}'), count(*) FILTER (WHERE outcome <> '{success}') \
+           FROM moved GROUP BY 1, 2 ORDER BY 1, 2 \
+           ON CONFLICT (customer_id, minute, writer) DO UPDATE SET \
+             succeeded = attempt_counts.succeeded + excluded.succeeded, \
+             failed = attempt_counts.failed + excluded.failed \
          ) SELECT message_id AS id FROM moved",
         recordset::rows(RECORDING_COLUMNS, 1, "r"),
     )
@@ -193,7 +210,7 @@ pub async fn recording_plan(db: &DatabaseConnection) -> Result<(Vec<String>, boo
     let txn = db.begin().await?;
     txn.execute_unprepared(crate::store::PLAN_ONCE_BY_KEY).await?;
     txn.execute_unprepared(&format!("PREPARE herald_recording AS {}", FINISH_RECORDING.as_str())).await?;
-    let parameters = recordset::parameters(RECORDING_COLUMNS) + 1;
+    let parameters = recordset::parameters(RECORDING_COLUMNS) + 2;
     let explain = format!("EXPLAIN EXECUTE herald_recording({})", vec!["NULL"; parameters].join(", "));
     let plan = txn.query_all_raw(Statement::from_string(DbBackend::Postgres, explain)).await?;
     let plan = plan.iter().map(|row| row.try_get::<String>("", "QUERY PLAN")).collect::<Result<Vec<_>, _>>()?;
