@@ -249,13 +249,14 @@ impl Backend for DashboardBackend {
         let who = principal(v);
         let detail = messages::detail(&self.services, &who, id).await.map_err(ui_error)?;
         let one = Page::of(vec![detail.message.clone()], None);
-        let names = console::log_entries(&self.services, &who, one).await.map_err(ui_error)?.data.pop();
-        Ok(MessageView {
-            subscription_name: names.as_ref().and_then(|n| n.subscription_name.clone()),
-            endpoint_url: names.as_ref().and_then(|n| n.endpoint_url.clone()),
-            customer_name: names.and_then(|n| n.customer_name),
-            detail,
-        })
+        let entry = console::log_entries(&self.services, &who, one).await.map_err(ui_error)?.data.pop();
+        let (subscription_name, endpoint_url, customer_name) = match entry {
+            Some(LogEntry { subscription_name, endpoint_url, customer_name, .. }) => {
+                (subscription_name, endpoint_url, customer_name)
+            }
+            None => (None, None, None),
+        };
+        Ok(MessageView { detail, subscription_name, endpoint_url, customer_name })
     }
 
     async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError> {
