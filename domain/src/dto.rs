@@ -465,25 +465,28 @@ pub struct LogFilter {
     pub customer_id: Option<String>,
 }
 
-/// A delivery-log row as the dashboard shows it: the message with the names
-/// of what it belongs to (absent when that is gone).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LogEntry {
-    pub message: Message,
+/// The names of what a message belongs to, as the dashboard shows them
+/// (each absent when that is gone).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Owners {
     pub subscription_name: Option<String>,
     pub endpoint_url: Option<String>,
     /// Filled in for admins only.
     pub customer_name: Option<String>,
 }
 
+/// A delivery-log row as the dashboard shows it: the message and the names of what it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub message: Message,
+    pub owners: Owners,
+}
+
 /// A message as its dashboard page shows it: its detail, and the names of what it belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageView {
     pub detail: MessageDetail,
-    pub subscription_name: Option<String>,
-    pub endpoint_url: Option<String>,
-    /// Filled in for admins only.
-    pub customer_name: Option<String>,
+    pub owners: Owners,
 }
 
 /// An archived event as the dashboard lists it.

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use domain::dto::{self, Choice, EventEntry, LogEntry};
+use domain::dto::{self, Choice, EventEntry, LogEntry, Owners};
 use domain::ids::{CustomerId, EndpointId, SubscriptionId};
 
 use super::{Principal, Result, Services};
@@ -59,12 +59,12 @@ pub async fn log_entries(
             let sub = subs.get(message.subscription_id.as_str());
             let url = urls.get(message.endpoint_id.as_str());
             let customer = sub.or(url).and_then(|(_, customer)| names.get(customer).cloned());
-            LogEntry {
+            let owners = Owners {
                 subscription_name: sub.map(|(name, _)| name.clone()),
                 endpoint_url: url.map(|(url, _)| url.clone()),
                 customer_name: customer,
-                message,
-            }
+            };
+            LogEntry { message, owners }
         })
         .collect();
     Ok(dto::Page { data, next_cursor: page.next_cursor, searched_back_to: page.searched_back_to })

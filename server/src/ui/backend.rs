@@ -250,13 +250,8 @@ impl Backend for DashboardBackend {
         let detail = messages::detail(&self.services, &who, id).await.map_err(ui_error)?;
         let one = Page::of(vec![detail.message.clone()], None);
         let entry = console::log_entries(&self.services, &who, one).await.map_err(ui_error)?.data.pop();
-        let (subscription_name, endpoint_url, customer_name) = match entry {
-            Some(LogEntry { subscription_name, endpoint_url, customer_name, .. }) => {
-                (subscription_name, endpoint_url, customer_name)
-            }
-            None => (None, None, None),
-        };
-        Ok(MessageView { detail, subscription_name, endpoint_url, customer_name })
+        let owners = entry.map(|entry| entry.owners).unwrap_or_default();
+        Ok(MessageView { detail, owners })
     }
 
     async fn replay(&self, v: &Viewer, id: &MessageId) -> Result<Message, UiError> {

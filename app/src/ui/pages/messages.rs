@@ -9,7 +9,7 @@ use crate::ui::components::{
 use crate::ui::server_fns::{
     ReplayDead, ReplayMessage, get_customer_choices, get_message, get_messages, get_subscription_choices,
 };
-use domain::dto::{Attempt, LogEntry, LogFilter, MessageView, Page};
+use domain::dto::{Attempt, LogEntry, LogFilter, MessageView, Owners, Page};
 use domain::states::MessageState;
 
 /// The filters of the delivery log, from the URL (a GET form).
@@ -90,7 +90,7 @@ fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
     if page.data.is_empty() && page.searched_back_to.is_none() {
         return no_messages(filtered);
     }
-    let admin = page.data.iter().any(|e| e.customer_name.is_some());
+    let admin = page.data.iter().any(|e| e.owners.customer_name.is_some());
     view! {
         <div class="table-scroll"><table>
             <thead>
@@ -105,16 +105,16 @@ fn message_table(page: Page<LogEntry>, filtered: bool) -> AnyView {
             </thead>
             <tbody>
                 {page.data.into_iter().map(|e| {
-                    let m = e.message;
+                    let LogEntry { message: m, owners } = e;
                     view! {
                         <tr>
                             <td class="id" data-label="Message"><IdLink href=format!("/messages/{}", m.id) id=m.id.clone()/></td>
-                            {admin.then(|| view! { <td data-label="Customer">{e.customer_name.clone().unwrap_or_default()}</td> })}
-                            <td data-label="Subscription">{match e.subscription_name {
+                            {admin.then(|| view! { <td data-label="Customer">{owners.customer_name.clone().unwrap_or_default()}</td> })}
+                            <td data-label="Subscription">{match owners.subscription_name {
                                 Some(name) => view! { <a href=format!("/subscriptions/{}", m.subscription_id)>{name}</a> }.into_any(),
                                 None => view! { <span class="muted">"(deleted)"</span> }.into_any(),
                             }}</td>
-                            <td class="url" data-label="Endpoint">{match e.endpoint_url {
+                            <td class="url" data-label="Endpoint">{match owners.endpoint_url {
                                 Some(url) => view! { <a href=format!("/endpoints/{}", m.endpoint_id)>{breakable(&url)}</a> }.into_any(),
                                 None => view! { <code>{m.endpoint_id.clone()}</code> }.into_any(),
                             }}</td>
@@ -215,7 +215,7 @@ fn pretty(value: &Value) -> String {
 }
 
 fn message_view(view: MessageView, replay: ServerAction<ReplayMessage>) -> AnyView {
-    let MessageView { detail: d, subscription_name, endpoint_url, customer_name } = view;
+    let MessageView { detail: d, owners: Owners { subscription_name, endpoint_url, customer_name } } = view;
     let m = d.message;
     let replayable = matches!(m.state, MessageState::Dead | MessageState::Delivered);
     view! {
