@@ -28,7 +28,8 @@ pub struct WalFlush {
     asked: AtomicU64,
     /// One flush at a time; holds the highest number the latest one covered.
     covered: Mutex<u64>,
-    /// Flushes made, for the tests.
+    /// Flushes made, which the tests count.
+    #[cfg(test)]
     flushes: AtomicU64,
 }
 
@@ -47,7 +48,13 @@ impl WalFlush {
 
     /// The flush of the log file at `wal`.
     pub fn of_log(wal: PathBuf) -> WalFlush {
-        WalFlush { wal, asked: AtomicU64::new(0), covered: Mutex::new(0), flushes: AtomicU64::new(0) }
+        WalFlush {
+            wal,
+            asked: AtomicU64::new(0),
+            covered: Mutex::new(0),
+            #[cfg(test)]
+            flushes: AtomicU64::new(0),
+        }
     }
 
     /// How the writer connection commits: without waiting for the disk when
@@ -72,6 +79,7 @@ impl WalFlush {
         let wal = self.wal.clone();
         tokio::task::spawn_blocking(move || sync_log(&wal)).await.map_err(io::Error::other)??;
         *covered = covers;
+        #[cfg(test)]
         self.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
