@@ -70,6 +70,11 @@ pub struct Attempted<'a> {
     pub succeeded: bool,
 }
 
+/// How `attempt_counts` takes a minute's attempts: added to the writer's row (the
+/// first of the minute makes it). Shared by the recorder's single statement.
+pub const ADD_TO_ATTEMPT_COUNT: &str = "ON CONFLICT (customer_id, minute, writer) DO UPDATE SET \
+     succeeded = attempt_counts.succeeded + excluded.succeeded, failed = attempt_counts.failed + excluded.failed";
+
 /// Adds attempts to their customers' minutes, in the rows of `writer`: the
 /// recorder's batches written at once each have their own, so that none waits
 /// for another's row until it commits. Rows are written in key order.
@@ -98,9 +103,7 @@ pub async fn add_attempts<'a>(
         }
         let sql = format!(
             "INSERT INTO attempt_counts (customer_id, minute, writer, succeeded, failed) VALUES {} \
-             ON CONFLICT (customer_id, minute, writer) DO UPDATE SET \
-             succeeded = attempt_counts.succeeded + excluded.succeeded, \
-             failed = attempt_counts.failed + excluded.failed",
+             {ADD_TO_ATTEMPT_COUNT}",
             rows(backend, chunk.len(), 5)
         );
         db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;

@@ -194,12 +194,10 @@ static FINISH_RECORDING: LazyLock<String> = LazyLock::new(|| {
            INSERT INTO attempt_counts (customer_id, minute, writer, succeeded, failed) \
            SELECT customer_id, started_at / 60000, ${writer}::int8, \
              count(*) FILTER (WHERE outcome = '{success}'), count(*) FILTER (WHERE outcome <> '{success}') \
-           FROM moved GROUP BY 1, 2 ORDER BY 1, 2 \
-           ON CONFLICT (customer_id, minute, writer) DO UPDATE SET \
-             succeeded = attempt_counts.succeeded + excluded.succeeded, \
-             failed = attempt_counts.failed + excluded.failed \
+           FROM moved GROUP BY 1, 2 ORDER BY 1, 2 {add} \
          ) SELECT message_id AS id FROM moved",
         recordset::rows(RECORDING_COLUMNS, 1, "r"),
+        add = counts::ADD_TO_ATTEMPT_COUNT,
     )
 });
 
