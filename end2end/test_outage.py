@@ -9,6 +9,9 @@ its error page. Each process logs the outage once when it starts and once when i
 no lease from the other for being silent during it. Within 5 s of the server's return both accept
 events again, and every event they accepted arrives.
 
+A `herald serve` started while its PostgreSQL server is still down waits for it, saying so once in
+its log, and serves as soon as the server starts: no restart needed.
+
 The server is a private one (initdb into a temporary directory, `pg_ctl` on a free port, removed
 after): the shared server on 127.0.0.1:5432 is never stopped. Without the PostgreSQL server
 binaries the test is skipped, saying so.
@@ -117,6 +120,36 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         yield server
     finally:
         server.remove()
+
+
+def test_herald_started_before_its_postgres_server_waits_for_it(private_postgres: PrivatePostgres):
+    database = TestDatabase(private_postgres.create_database("early"), "postgres", lambda: None)
+    private_postgres.stop()
+    server = herald_on(database, "early")
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            server.start()
+        except BaseException as e:  # noqa: BLE001 - reported by the test's thread below
+            failures.append(e)
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    try:
+        waiting = "the database does not answer yet"
+        log = server.log_path
+        wait_until(lambda: log.exists() and waiting in log.read_text(errors="replace"), 20, "herald saying it waits")
+        assert server.process is not None and server.process.poll() is None, "herald waits instead of exiting"
+        private_postgres.start()
+        starting.join(60)
+        assert not starting.is_alive() and not failures, f"herald did not start: {failures}"
+        tenant = server.new_tenant("early")
+        tenant.client.publish(cloud_event("early-1", "order.created"))
+        assert log.read_text(errors="replace").count(waiting) == 1, "said once"
+    finally:
+        starting.join(60)
+        server.stop()
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ impl Application {
         let key = SecretKey::resolve(settings.secret_key.as_deref(), settings.key_dir().as_deref())?;
         let sealer = Sealer::new(&key);
         let owner = settings.sqlite_file().map(|file| store::owner::own(&file)).transpose()?;
-        let db = store::connect(&settings.database_url, WalFlush::writer_synchronous(&settings)).await?;
+        let db = store::connect_at_start(&settings.database_url, WalFlush::writer_synchronous(&settings)).await?;
         store::migrate(&db).await?;
         if owner.is_some() {
             // Every lease in the file is a dead process's: its messages are due now, not when the lease ends.

@@ -83,7 +83,7 @@ async fn main() -> ExitCode {
 }
 
 async fn migrate(settings: &Settings) -> Result<(), Box<dyn std::error::Error>> {
-    let db = store::connect(&settings.database_url, settings.sqlite_synchronous).await?;
+    let db = store::connect_at_start(&settings.database_url, settings.sqlite_synchronous).await?;
     store::migrate(&db).await?;
     tracing::info!("migrations applied");
     Ok(())

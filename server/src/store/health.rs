@@ -217,6 +217,27 @@ pub fn is_unavailable(e: &DbErr) -> bool {
     }
 }
 
+/// Whether a failed first connection is one a database gives while it is still
+/// starting or busy: refused, timed out, a server starting up or recovering, a
+/// SQLite file locked. A wrong password, an unknown database or a SQLite file
+/// that cannot be opened at all are not: waiting would not mend them.
+pub fn not_answering_yet(e: &DbErr) -> bool {
+    match e {
+        DbErr::ConnectionAcquire(_) => true,
+        DbErr::Conn(RuntimeErr::SqlxError(e))
+        | DbErr::Exec(RuntimeErr::SqlxError(e))
+        | DbErr::Query(RuntimeErr::SqlxError(e)) => sqlx_unavailable(e) && !sqlite_cannot_open(e),
+        _ => false,
+    }
+}
+
+/// SQLite's CANTOPEN: a missing directory or a path that is not a file.
+fn sqlite_cannot_open(e: &sea_orm::sqlx::Error) -> bool {
+    let sea_orm::sqlx::Error::Database(db) = e else { return false };
+    db.try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>().is_some()
+        && db.code().unwrap_or_default().parse::<i32>().unwrap_or_default() & 0xff == 14
+}
+
 fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
     use sea_orm::sqlx::Error;
     match e {
@@ -298,6 +319,18 @@ mod tests {
         assert!(!is_unavailable(&DbErr::RecordNotFound("message".into())));
         let decode = sea_orm::sqlx::Error::ColumnNotFound("id".into());
         assert!(!is_unavailable(&DbErr::Query(RuntimeErr::SqlxError(Arc::new(decode)))));
+    }
+
+    #[test]
+    fn at_start_a_database_that_refuses_or_times_out_is_waited_for_and_a_wrong_one_is_not() {
+        let sqlx = |e: sea_orm::sqlx::Error| DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e)));
+        let refused = sea_orm::sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(not_answering_yet(&sqlx(refused)));
+        assert!(not_answering_yet(&sqlx(sea_orm::sqlx::Error::PoolTimedOut)));
+        assert!(not_answering_yet(&DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout)));
+        let config = sea_orm::sqlx::Error::Configuration("no such option".into());
+        assert!(!not_answering_yet(&sqlx(config)));
+        assert!(!not_answering_yet(&DbErr::Custom("a bad URL".into())));
     }
 
     #[test]

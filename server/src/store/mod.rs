@@ -111,6 +111,50 @@ pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<Databa
     Database::connect(options).await
 }
 
+/// How long Herald waits at start for a database that does not answer yet: a
+/// PostgreSQL server still starting beside it, a SQLite file on a disk busy
+/// enough that opening it takes longer than a request's [`ACQUIRE_TIMEOUT`].
+pub const START_PATIENCE: Duration = Duration::from_secs(30);
+
+/// Opens the database at start: as [`connect_patiently`] with
+/// [`START_PATIENCE`], saying once in the log that it waits.
+pub async fn connect_at_start(url: &str, synchronous: SqliteSynchronous) -> Result<DatabaseConnection, DbErr> {
+    let mut told = false;
+    connect_patiently(url, synchronous, START_PATIENCE, |e| {
+        if !std::mem::replace(&mut told, true) {
+            let patience = START_PATIENCE.as_secs();
+            tracing::warn!(error = %e, "the database does not answer yet; waiting for it up to {patience} s");
+        }
+    })
+    .await
+}
+
+/// Opens the database as [`connect`] does, waiting up to `patience` while it
+/// does not answer yet (see [`health::not_answering_yet`]), and telling the log
+/// once that it waits. `waited` hears of each failed try. Any other error, or
+/// the last one when the patience runs out, is returned.
+pub async fn connect_patiently(
+    url: &str,
+    synchronous: SqliteSynchronous,
+    patience: Duration,
+    mut waited: impl FnMut(&DbErr),
+) -> Result<DatabaseConnection, DbErr> {
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let error = match connect(url, synchronous).await {
+            Ok(db) => return Ok(db),
+            Err(e) => e,
+        };
+        if !health::not_answering_yet(&error) || tokio::time::Instant::now() + pause > deadline {
+            return Err(error);
+        }
+        waited(&error);
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
 /// Whether a PostgreSQL URL names a server on this machine and leaves the TLS
 /// mode unsaid: then Herald talks to it in plain text. Encrypting loopback
 /// traffic protects nothing, and cost the server a tenth of its CPU time at full

@@ -102,3 +102,73 @@ async fn while_the_database_refuses_writes_answers_are_503_and_work_resumes_when
     delivered.sort();
     assert_eq!(delivered, ["after", "before", "during"]);
 }
+
+/// Tries to open the database at `url` in the background, as Herald does at start, and waits
+/// until a first try has failed because the database does not answer yet; returns that error and
+/// the opening, still waiting.
+async fn connecting_before_it_answers(
+    url: String,
+) -> (String, tokio::task::JoinHandle<Result<sea_orm::DatabaseConnection, sea_orm::DbErr>>) {
+    use herald::config::SqliteSynchronous;
+    let (tried, mut failures) = tokio::sync::mpsc::unbounded_channel();
+    let opening = tokio::spawn(async move {
+        let patience = Duration::from_secs(30);
+        herald::store::connect_patiently(&url, SqliteSynchronous::Full, patience, move |e| {
+            let _ = tried.send(e.to_string());
+        })
+        .await
+    });
+    let first = tokio::time::timeout(Duration::from_secs(20), failures.recv()).await;
+    (first.expect("a first try failed").expect("the opening goes on"), opening)
+}
+
+#[tokio::test]
+async fn at_start_a_postgresql_server_that_refuses_connections_is_waited_for() {
+    let Ok(base) = std::env::var("TEST_DATABASE_URL") else {
+        eprintln!("skipped: a PostgreSQL server; set TEST_DATABASE_URL to run it");
+        return;
+    };
+    // A port nothing listens on, until the test forwards it to the real server.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut url = url::Url::parse(&base).unwrap();
+    let server = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    url.set_host(Some("127.0.0.1")).unwrap();
+    url.set_port(Some(port)).unwrap();
+    let (first, opening) = connecting_before_it_answers(url.to_string()).await;
+    // sqlx tries a refused connection again until the pool's deadline, then says it timed out.
+    assert!(first.contains("refused") || first.contains("timed out"), "{first}");
+
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let mut upstream = tokio::net::TcpStream::connect(server).await.unwrap();
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+            });
+        }
+    });
+    let db = opening.await.unwrap().expect("the server answered within the patience");
+    db.execute_unprepared("SELECT 1").await.expect("the connection works");
+}
+
+#[tokio::test]
+async fn at_start_a_sqlite_file_locked_for_longer_than_a_request_waits_is_waited_for() {
+    use sea_orm::sqlx::{ConnectOptions, Connection, Executor};
+    let dir = std::env::temp_dir().join(format!("herald-start-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("locked.db");
+    let url = format!("sqlite://{}?mode=rwc", file.display());
+    // Another process's exclusive lock: Herald's first connection cannot switch the file to WAL
+    // within a request's deadline for a connection.
+    let mut holder = url.parse::<sea_orm::sqlx::sqlite::SqliteConnectOptions>().unwrap().connect().await.unwrap();
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE held (x)").await.unwrap();
+    let (first, opening) = connecting_before_it_answers(url).await;
+    assert!(first.contains("timed out"), "{first}");
+
+    holder.execute("ROLLBACK").await.unwrap();
+    holder.close().await.unwrap();
+    let db = opening.await.unwrap().expect("the file was free within the patience");
+    db.execute_unprepared("CREATE TABLE t (x)").await.expect("the connection writes");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
