@@ -21,7 +21,7 @@ use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::service::users::ensure_admin_user;
 use crate::service::{ServiceError, Services};
 use crate::store::owner::FileOwner;
-use crate::store::wal_flush::WalFlush;
+use crate::store::wal_flush::{WalFlush, WroteOnSafeMethod};
 use crate::{api, store, telemetry, ui};
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
@@ -177,17 +177,17 @@ impl Application {
 
 /// Sends the answer to a request that may have changed state only once
 /// SQLite's log is on disk (see [`WalFlush`]): every method but the safe ones,
-/// and the opening of a portal link. Nothing to do when each commit flushes
-/// itself, or on PostgreSQL.
+/// and an answer its handler marked [`WroteOnSafeMethod`]. Nothing to do when
+/// each commit flushes itself, or on PostgreSQL.
 async fn flush_before_answer(
     axum::extract::State(wal): axum::extract::State<Option<Arc<WalFlush>>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let Some(wal) = wal else { return next.run(request).await };
-    let changes = !request.method().is_safe() || request.uri().path().starts_with("/portal/");
+    let safe = request.method().is_safe();
     let response = next.run(request).await;
-    if !changes {
+    if safe && response.extensions().get::<WroteOnSafeMethod>().is_none() {
         return response;
     }
     match wal.flush().await {
@@ -214,9 +214,16 @@ mod tests {
 
     use super::*;
 
-    /// Every route answers 200; the layer decides what else happens.
+    /// Every route answers 200, `/wrote` marked as a safe request that wrote; the layer decides
+    /// what else happens.
     fn app(wal: WalFlush) -> axum::Router {
+        let wrote = || async {
+            let mut response = "done".into_response();
+            response.extensions_mut().insert(WroteOnSafeMethod);
+            response
+        };
         axum::Router::new()
+            .route("/wrote", any(wrote))
             .route("/{*path}", any(|| async { "done" }))
             .layer(axum::middleware::from_fn_with_state(Some(Arc::new(wal)), flush_before_answer))
     }
@@ -241,8 +248,9 @@ mod tests {
             assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{method}");
             assert!(body.contains("try again"), "{body}");
         }
-        // Opening a portal link is a GET that writes (the link is used, a session starts).
-        assert_eq!(status(&failing, Method::GET, "/portal/hp_x").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        // A GET whose handler says it wrote (opening a portal link) waits too; the path alone does not.
+        assert_eq!(status(&failing, Method::GET, "/wrote").await.0, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(status(&failing, Method::GET, "/portal/hp_x").await.0, StatusCode::OK);
 
         // A log that can be flushed lets the answer through.
         let dir = std::env::temp_dir().join(format!("herald-flush-layer-{}", std::process::id()));

@@ -22,6 +22,12 @@ use tokio::sync::Mutex;
 
 use crate::config::{Settings, SqliteSynchronous};
 
+/// Marks the answer to a request on a safe method that changed state all the
+/// same (opening a portal link uses the link and starts a session): the flush
+/// layer then makes it wait for the flush, as it does every other method's.
+#[derive(Clone, Copy, Debug)]
+pub struct WroteOnSafeMethod;
+
 pub struct WalFlush {
     wal: PathBuf,
     /// Answers that have asked for a flush so far; each holds the next number.

@@ -10,12 +10,21 @@ use tower_sessions::{Expiry, Session};
 
 use super::backend::{PORTAL_KEY, PortalGrant, USER_KEY};
 use crate::service::{Services, portal};
+use crate::store::wal_flush::WroteOnSafeMethod;
 
 /// Where a link that cannot be opened leads.
 pub const LINK_REFUSED: &str = "/login?link=expired";
 
+/// Opens the link; its answer waits for the flush of what it wrote, as a write's does, though
+/// the request is a GET (a link is followed, not posted).
 pub async fn open(State(services): State<Services>, session: Session, Path(token): Path<String>) -> Response {
-    let opened = match portal::open_link(&services, &token).await {
+    let mut response = open_link(&services, session, &token).await;
+    response.extensions_mut().insert(WroteOnSafeMethod);
+    response
+}
+
+async fn open_link(services: &Services, session: Session, token: &str) -> Response {
+    let opened = match portal::open_link(services, token).await {
         Ok(Some(opened)) => opened,
         Ok(None) => return see_other(LINK_REFUSED),
         Err(e) => {

@@ -343,3 +343,19 @@ async fn login_cookie(app: &TestApp) -> (u16, String) {
     let cookie = resp.headers().get("set-cookie").map(|c| c.to_str().unwrap().to_string()).unwrap_or_default();
     (resp.status().as_u16(), cookie)
 }
+
+#[tokio::test]
+async fn opening_a_link_is_answered_as_a_write_is_after_the_logs_flush() {
+    use herald::store::wal_flush::WroteOnSafeMethod;
+    use tower::ServiceExt;
+    let app = TestApp::start().await;
+    let (acme, key) = app.customer("acme").await;
+    let (_, link) = portal_link(&app, &key, &acme, json!({})).await;
+    // The link opens (it is used, a session starts); a forged one is refused: each answer is marked.
+    for path in [path_of(&app, &link), "/portal/hp_forged"] {
+        let request = axum::http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+        let response = herald::ui::router(app.services.clone()).oneshot(request).await.unwrap();
+        assert_eq!(response.status(), 303, "{path}");
+        assert!(response.extensions().get::<WroteOnSafeMethod>().is_some(), "{path} waits for the flush");
+    }
+}
