@@ -129,10 +129,10 @@ pub async fn connect_at_start(url: &str, synchronous: SqliteSynchronous) -> Resu
     .await
 }
 
-/// Opens the database as [`connect`] does, waiting up to `patience` while it
-/// does not answer yet (see [`health::not_answering_yet`]), and telling the log
-/// once that it waits. `waited` hears of each failed try. Any other error, or
-/// the last one when the patience runs out, is returned.
+/// Opens the database as [`connect`] does, trying again for up to `patience`
+/// while it does not answer yet (see [`health::not_answering_yet`]); `waited`
+/// hears of each failed try before the pause that follows it. Any other error,
+/// or the last one when the patience runs out, is returned.
 pub async fn connect_patiently(
     url: &str,
     synchronous: SqliteSynchronous,
