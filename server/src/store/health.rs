@@ -234,8 +234,13 @@ pub fn not_answering_yet(e: &DbErr) -> bool {
 /// SQLite's CANTOPEN: a missing directory or a path that is not a file.
 fn sqlite_cannot_open(e: &sea_orm::sqlx::Error) -> bool {
     let sea_orm::sqlx::Error::Database(db) = e else { return false };
-    db.try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>().is_some()
-        && db.code().unwrap_or_default().parse::<i32>().unwrap_or_default() & 0xff == 14
+    sqlite_primary_code(db.as_ref()) == Some(14)
+}
+
+/// A SQLite error's primary result code (its extended code's low byte); `None` for PostgreSQL's.
+fn sqlite_primary_code(db: &dyn sea_orm::sqlx::error::DatabaseError) -> Option<i32> {
+    db.try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>()?;
+    Some(db.code().unwrap_or_default().parse::<i32>().unwrap_or_default() & 0xff)
 }
 
 fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
@@ -245,9 +250,7 @@ fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
         Error::WorkerCrashed => true,
         Error::Database(db) => {
             let code = db.code().unwrap_or_default();
-            if db.try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>().is_some() {
-                // SQLite's extended result codes carry the primary code in their low byte.
-                let primary = code.parse::<i32>().unwrap_or_default() & 0xff;
+            if let Some(primary) = sqlite_primary_code(db.as_ref()) {
                 // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN
                 matches!(primary, 5 | 6 | 8 | 10 | 13 | 14)
             } else {
