@@ -10,6 +10,12 @@
 #   bench/wrk-nginx.sh [--database-url postgres://…] [--seconds 10] [--connections 32] [--subscriptions 1]
 #                      [--subscription JSON]   (fields every subscription gets besides, such as
 #                                               '{"signature":"v1a"}')
+#                      [--ceiling durable|bare]
+#
+# With --ceiling, the program in bench/ceiling takes Herald's place: Herald's HTTP
+# stack doing the least a durable webhook service must (`durable`: store each event
+# and its message before the 202, record each attempt) or nothing but forwarding
+# (`bare`). Its figures are what this machine allows any design on that stack.
 #
 # Needs wrk and nginx (Debian: apt-get install wrk nginx-light) and a release
 # build (cargo build --release -p server). Loopback only; stops by itself.
@@ -21,6 +27,7 @@ SECONDS_RUN=10
 CONNECTIONS=32
 SUBSCRIPTIONS=1
 EXTRA=""
+CEILING=""
 while (($#)); do
     case $1 in
     --database-url) DATABASE_URL=$2; shift 2 ;;
@@ -28,6 +35,7 @@ while (($#)); do
     --connections) CONNECTIONS=$2; shift 2 ;;
     --subscriptions) SUBSCRIPTIONS=$2; shift 2 ;;
     --subscription) EXTRA=$2; shift 2 ;;
+    --ceiling) CEILING=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
     esac
 done
@@ -36,7 +44,13 @@ for tool in wrk nginx curl python3; do
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 HERALD=${HERALD:-target/release/herald}
-[[ -x $HERALD ]] || { echo "build first: cargo build --release -p server" >&2; exit 2; }
+case $CEILING in
+"") [[ -x $HERALD ]] || { echo "build first: cargo build --release -p server" >&2; exit 2; } ;;
+durable | bare)
+    CARGO_TARGET_DIR=target/ceiling cargo build --quiet --release --manifest-path bench/ceiling/Cargo.toml
+    HERALD=target/ceiling/release/ceiling ;;
+*) echo "--ceiling is durable or bare" >&2; exit 2 ;;
+esac
 
 WORK=$(mktemp -d /tmp/herald-wrk.XXXXXX)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -107,32 +121,40 @@ RAW_BEFORE=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
 measured "raw limit" "$RAW_BEFORE"
 echo "  $RAW_BEFORE requests/s"
 
-# Herald on a fresh database.
-if [[ -z $DATABASE_URL ]]; then
-    HERALD_URL="sqlite://$WORK/herald.db?mode=rwc"
+if [[ -n $CEILING ]]; then
+    [[ $CEILING == bare ]] || export DATABASE=$WORK/ceiling.db
+    LISTEN=127.0.0.1:$HERALD_PORT TARGET=http://127.0.0.1:$NGINX_PORT/hook/1 "$HERALD" >"$WORK/herald.log" 2>&1 &
+    HERALD_PID=$!
+    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$HERALD_PORT/" && break; sleep 0.1; done
+    KEY=none SUBSCRIPTIONS=1
 else
-    PG_DB=herald_wrk_$RANDOM$RANDOM
-    psql "$DATABASE_URL" -qc "CREATE DATABASE $PG_DB" >/dev/null
-    HERALD_URL="${DATABASE_URL%/*}/$PG_DB"
+    # Herald on a fresh database.
+    if [[ -z $DATABASE_URL ]]; then
+        HERALD_URL="sqlite://$WORK/herald.db?mode=rwc"
+    else
+        PG_DB=herald_wrk_$RANDOM$RANDOM
+        psql "$DATABASE_URL" -qc "CREATE DATABASE $PG_DB" >/dev/null
+        HERALD_URL="${DATABASE_URL%/*}/$PG_DB"
+    fi
+    ADMIN=wrk-admin-token-$(python3 -c "import secrets; print(secrets.token_hex(20))")
+    HERALD_DATABASE_URL=$HERALD_URL HERALD_LISTEN=127.0.0.1:$HERALD_PORT HERALD_ADMIN_TOKEN=$ADMIN \
+        HERALD_ALLOW_PRIVATE_TARGETS=true HERALD_DATA_DIR=$WORK RUST_LOG=warn \
+        "$HERALD" serve >"$WORK/herald.log" 2>&1 &
+    HERALD_PID=$!
+    for _ in $(seq 100); do curl -sf "http://127.0.0.1:$HERALD_PORT/healthz" >/dev/null && break; sleep 0.1; done
+    api() { curl -sf -X POST "http://127.0.0.1:$HERALD_PORT$1" -H "authorization: Bearer $2" -H 'content-type: application/json' -d "$3"; }
+    json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+    CUSTOMER=$(api /api/v1/customers "$ADMIN" '{"name":"wrk"}' | json id)
+    KEY=$(api "/api/v1/customers/$CUSTOMER/api-keys" "$ADMIN" '{"name":"wrk"}' | json token)
+    for i in $(seq "$SUBSCRIPTIONS"); do
+        body="{\"name\":\"s$i\",\"url\":\"http://127.0.0.1:$NGINX_PORT/hook/$i\",\"event_types\":[\"*\"]}"
+        [[ -z $EXTRA ]] || body=$(python3 -c 'import json,sys; b=json.loads(sys.argv[1]); b.update(json.loads(sys.argv[2])); print(json.dumps(b))' "$body" "$EXTRA")
+        api /api/v1/subscriptions "$KEY" "$body" >/dev/null
+    done
 fi
-ADMIN=wrk-admin-token-$(python3 -c "import secrets; print(secrets.token_hex(20))")
-HERALD_DATABASE_URL=$HERALD_URL HERALD_LISTEN=127.0.0.1:$HERALD_PORT HERALD_ADMIN_TOKEN=$ADMIN \
-    HERALD_ALLOW_PRIVATE_TARGETS=true HERALD_DATA_DIR=$WORK RUST_LOG=warn \
-    "$HERALD" serve >"$WORK/herald.log" 2>&1 &
-HERALD_PID=$!
-for _ in $(seq 100); do curl -sf "http://127.0.0.1:$HERALD_PORT/healthz" >/dev/null && break; sleep 0.1; done
-api() { curl -sf -X POST "http://127.0.0.1:$HERALD_PORT$1" -H "authorization: Bearer $2" -H 'content-type: application/json' -d "$3"; }
-json() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-CUSTOMER=$(api /api/v1/customers "$ADMIN" '{"name":"wrk"}' | json id)
-KEY=$(api "/api/v1/customers/$CUSTOMER/api-keys" "$ADMIN" '{"name":"wrk"}' | json token)
-for i in $(seq "$SUBSCRIPTIONS"); do
-    body="{\"name\":\"s$i\",\"url\":\"http://127.0.0.1:$NGINX_PORT/hook/$i\",\"event_types\":[\"*\"]}"
-    [[ -z $EXTRA ]] || body=$(python3 -c 'import json,sys; b=json.loads(sys.argv[1]); b.update(json.loads(sys.argv[2])); print(json.dumps(b))' "$body" "$EXTRA")
-    api /api/v1/subscriptions "$KEY" "$body" >/dev/null
-done
 CPU_BEFORE=$(awk '{print $14+$15}' "/proc/$HERALD_PID/stat")
 
-echo "herald: wrk publishes to herald ($SUBSCRIPTIONS subscription(s)), ${SECONDS_RUN}s"
+echo "herald${CEILING:+ (the $CEILING ceiling)}: wrk publishes to it ($SUBSCRIPTIONS subscription(s)), ${SECONDS_RUN}s"
 # Where the machine's CPU goes meanwhile; the sampler stops a second before wrk, so it never sees the idle tail.
 python3 bench/cpu_split.py --seconds "$((SECONDS_RUN - 1))" --herald-pid "$HERALD_PID" >"$WORK/cpu.txt" &
 SPLIT_PID=$!
