@@ -21,9 +21,10 @@ use super::decide::Decision;
 use super::group_commit::{self, BatchLimit};
 use super::operational::{Announced, report, report_dead, report_endpoints};
 use super::send::http::{Received, headers_json};
-use crate::store::endpoints::{circuit_of, lock_many, save_circuits};
+use crate::store::endpoints::{circuit_of, lock_many, lock_many_direct, save_circuits, save_circuits_direct};
 use crate::store::entities::{attempt, endpoint, message};
 use crate::store::messages::{End, PAUSED};
+use crate::store::sqlite_direct::{self, Direct};
 use crate::store::{self, audit, messages};
 
 /// The most attempts written in one transaction.
@@ -149,13 +150,18 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
             finish: r.decision.finish.clone(),
         })
         .collect();
+    if !store::is_postgres(&pipeline.db) && !records.iter().any(reported) {
+        let rows = records.iter().map(attempt_row).collect();
+        let quiet = |txn: &Direct| write_quiet(pipeline, txn, records, &ends, rows, now, writer);
+        if let Some(results) = sqlite_direct::transaction(&pipeline.db, quiet).await? {
+            return Ok(results);
+        }
+        // A circuit changes state: written below, where the change is acted on, audited and told.
+    }
     let rows = records.iter().map(attempt_row).collect();
     let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now, writer).await?;
-    let mut by_endpoint: BTreeMap<&EndpointId, Vec<usize>> = BTreeMap::new();
-    for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
-        by_endpoint.entry(&record.message.endpoint_id).or_default().push(i);
-    }
+    let by_endpoint = charged_by_endpoint(records, &moved);
     // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.
     let endpoint_ids = by_endpoint.keys().map(|&id| id.clone()).collect();
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
@@ -183,14 +189,76 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
         records.iter().filter(|r| r.decision.finish.next_attempt_at == Some(PAUSED) && moved.contains(&r.message.id));
     announced.merge(pause_gone(pipeline, &txn, gone, now).await?);
     pipeline.commit_and_wake(txn, announced.into()).await?;
-    // An attempt whose endpoint is gone still counts as recorded.
+    Ok(recorded(records, &moved, results))
+}
+
+/// Whether an attempt's end is told to its customer: its message died, or its subscription
+/// pauses (the receiver answered `410 Gone`).
+fn reported(record: &AttemptRecord) -> bool {
+    let finish = &record.decision.finish;
+    finish.state == MessageState::Dead || finish.next_attempt_at == Some(PAUSED)
+}
+
+/// A batch that nobody is told of, on SQLite: its statements run on the writer connection in
+/// one hand-over (see [`sqlite_direct`]). `None`, writing nothing, when a circuit changes state
+/// in a way Herald acts on (see [`acted_on`]).
+fn write_quiet(
+    pipeline: &Pipeline,
+    txn: &Direct,
+    records: &[AttemptRecord],
+    ends: &[End],
+    rows: Vec<attempt::Model>,
+    now: i64,
+    writer: i64,
+) -> Result<Option<Vec<Option<Transition>>>, DbErr> {
+    let moved = messages::finish_recording_direct(txn, ends, rows, now, writer)?;
+    let by_endpoint = charged_by_endpoint(records, &moved);
+    let endpoint_ids = by_endpoint.keys().map(|&id| id.clone()).collect();
+    let breaker = pipeline.settings.breaker.config();
+    let mut results: Vec<Option<Transition>> = vec![None; records.len()];
+    let mut circuits = Vec::new();
+    for endpoint in lock_many_direct(txn, endpoint_ids)? {
+        let mut circuit = circuit_of(&endpoint);
+        for &i in &by_endpoint[&endpoint.id] {
+            let transition = circuit.record(records[i].decision.outcome == Outcome::Success, now, &breaker);
+            if acted_on(transition).is_some() {
+                return Ok(None);
+            }
+            results[i] = Some(transition);
+        }
+        circuits.push((endpoint.id, circuit));
+    }
+    save_circuits_direct(txn, &circuits, now)?;
+    Ok(Some(recorded(records, &moved, results)))
+}
+
+/// The indexes of the attempts the endpoints' circuits count, by endpoint: those that moved
+/// their message (the others' leases were lost) and that Herald did not fail itself.
+fn charged_by_endpoint<'r>(
+    records: &'r [AttemptRecord],
+    moved: &HashSet<MessageId>,
+) -> BTreeMap<&'r EndpointId, Vec<usize>> {
+    let mut by_endpoint: BTreeMap<&EndpointId, Vec<usize>> = BTreeMap::new();
+    for (i, record) in records.iter().enumerate().filter(|(_, r)| r.charged && moved.contains(&r.message.id)) {
+        by_endpoint.entry(&record.message.endpoint_id).or_default().push(i);
+    }
+    by_endpoint
+}
+
+/// The batch's results: an attempt whose endpoint is gone, or that its circuit does not count,
+/// still counts as recorded when its message moved.
+fn recorded(
+    records: &[AttemptRecord],
+    moved: &HashSet<MessageId>,
+    mut results: Vec<Option<Transition>>,
+) -> Vec<Option<Transition>> {
     let unchanged = Transition { from: EndpointState::Closed, to: EndpointState::Closed };
     for (i, record) in records.iter().enumerate() {
         if results[i].is_none() && moved.contains(&record.message.id) {
             results[i] = Some(unchanged);
         }
     }
-    Ok(results)
+    results
 }
 
 /// Pauses, in the recorder's transaction, the subscriptions whose receiver answered `410 Gone`
@@ -221,6 +289,35 @@ async fn pause_gone<'a>(
     report(pipeline, txn, reports).await
 }
 
+/// A circuit's transition that Herald acts on: a lock holds the endpoint's messages, a close
+/// after a probe releases them, and a disable starts the probes. Each is audited and told.
+#[derive(Clone, Copy)]
+enum Acted {
+    Lock,
+    Close,
+    Disable,
+}
+
+impl Acted {
+    /// The audit trail's action.
+    fn action(self) -> &'static str {
+        match self {
+            Acted::Lock => "endpoint.lock",
+            Acted::Close => "endpoint.close",
+            Acted::Disable => "endpoint.disable",
+        }
+    }
+}
+
+fn acted_on(transition: Transition) -> Option<Acted> {
+    match (transition.from, transition.to) {
+        (from, EndpointState::Locked) if from != EndpointState::Locked => Some(Acted::Lock),
+        (EndpointState::Disabled, EndpointState::Closed) => Some(Acted::Close),
+        (EndpointState::Closed, EndpointState::Disabled) => Some(Acted::Disable),
+        _ => None,
+    }
+}
+
 /// Applies the breaker's rules to each outcome in turn; acts on every
 /// transition (hold when locked, release when closed) and adds the ones the
 /// customer is told of to `reports`. Returns the circuit to save.
@@ -238,27 +335,25 @@ async fn count_attempts(
     let mut transitions = Vec::with_capacity(outcomes.len());
     for &success in outcomes {
         let transition = circuit.record(success, now, &breaker);
-        let action = match (transition.from, transition.to) {
-            (from, EndpointState::Locked) if from != EndpointState::Locked => {
+        let acted = acted_on(transition);
+        match acted {
+            Some(Acted::Lock) => {
                 let held = messages::hold_endpoint(txn, endpoint_id, now).await?;
                 tracing::warn!(%endpoint_id, held, "endpoint locked; its messages are held until an admin unlocks it");
-                Some("endpoint.lock")
             }
-            (EndpointState::Disabled, EndpointState::Closed) => {
+            Some(Acted::Close) => {
                 // Messages deferred to a probe are due at most one probe interval ahead.
                 messages::release_endpoint(txn, endpoint_id, now + breaker.probe_ms, now).await?;
                 tracing::info!(%endpoint_id, "probe succeeded; endpoint closed");
-                Some("endpoint.close")
             }
-            (EndpointState::Closed, EndpointState::Disabled) => {
+            Some(Acted::Disable) => {
                 tracing::warn!(%endpoint_id, "endpoint disabled; probing it every {} s", breaker.probe_ms / 1000);
-                Some("endpoint.disable")
             }
-            _ => None,
-        };
+            None => {}
+        }
         // Herald's own change of a circuit is audited like an admin's, in the same transaction,
         // and told to the customer as an operational event.
-        if let Some(action) = action {
+        if let Some(action) = acted.map(Acted::action) {
             let reason = announced(transition, &circuit, now, &breaker).unwrap_or(action);
             let report = EndpointReport::of(endpoint_id, &endpoint.url, &circuit, reason, now, &breaker);
             let detail = serde_json::to_string(&report).expect("reports serialize to JSON");

@@ -52,13 +52,22 @@ pub fn values<'a, M: ModelTrait + 'a>(
 
 /// Inserts every row, in statements of as many rows as the bound values allow.
 pub async fn insert<M: ModelTrait>(db: &impl ConnectionTrait, rows: &[M]) -> Result<(), DbErr> {
-    let names: Vec<String> = columns::<M>().iter().map(|c| format!("\"{}\"", c.as_str())).collect();
-    let table = M::Entity::default().table_name().to_string();
-    let backend = db.get_database_backend();
-    for chunk in rows.chunks(rows_per_statement::<M>()) {
-        let (rows, values) = values(backend, chunk.iter());
-        let sql = format!("INSERT INTO \"{table}\" ({}) VALUES {rows}", names.join(", "));
-        db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+    for statement in insert_statements(db.get_database_backend(), rows) {
+        db.execute_raw(statement).await?;
     }
     Ok(())
+}
+
+/// The statements of [`insert`].
+pub fn insert_statements<M: ModelTrait>(backend: DbBackend, rows: &[M]) -> Vec<Statement> {
+    let names: Vec<String> = columns::<M>().iter().map(|c| format!("\"{}\"", c.as_str())).collect();
+    let table = M::Entity::default().table_name().to_string();
+    let chunks = rows.chunks(rows_per_statement::<M>());
+    chunks
+        .map(|chunk| {
+            let (rows, values) = values(backend, chunk.iter());
+            let sql = format!("INSERT INTO \"{table}\" ({}) VALUES {rows}", names.join(", "));
+            Statement::from_sql_and_values(backend, sql, values)
+        })
+        .collect()
 }

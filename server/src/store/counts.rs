@@ -25,20 +25,29 @@ pub const ADD_TO_MESSAGE_COUNT: &str = "ON CONFLICT (customer_id) DO UPDATE \
 /// The customers' rows are written in key order, so that transactions that change
 /// several wait for one another in one direction, never crosswise.
 pub async fn change_messages(db: &impl ConnectionTrait, change: &BTreeMap<&str, i64>) -> Result<(), DbErr> {
-    let backend = db.get_database_backend();
-    let entries: Vec<_> = change.iter().filter(|(_, n)| **n != 0).collect();
-    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
-        let mut values = Vec::with_capacity(chunk.len() * 2);
-        for (customer, n) in chunk {
-            values.extend([Value::from(**customer), Value::from(**n)]);
-        }
-        let sql = format!(
-            "INSERT INTO message_counts (customer_id, messages) VALUES {} {ADD_TO_MESSAGE_COUNT}",
-            rows(backend, chunk.len(), 2)
-        );
-        db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+    for statement in message_statements(db.get_database_backend(), change) {
+        db.execute_raw(statement).await?;
     }
     Ok(())
+}
+
+/// The statements of [`change_messages`].
+pub fn message_statements(backend: DbBackend, change: &BTreeMap<&str, i64>) -> Vec<Statement> {
+    let entries: Vec<_> = change.iter().filter(|(_, n)| **n != 0).collect();
+    let chunks = entries.chunks(ROWS_PER_STATEMENT);
+    chunks
+        .map(|chunk| {
+            let mut values = Vec::with_capacity(chunk.len() * 2);
+            for (customer, n) in chunk {
+                values.extend([Value::from(**customer), Value::from(**n)]);
+            }
+            let sql = format!(
+                "INSERT INTO message_counts (customer_id, messages) VALUES {} {ADD_TO_MESSAGE_COUNT}",
+                rows(backend, chunk.len(), 2)
+            );
+            Statement::from_sql_and_values(backend, sql, values)
+        })
+        .collect()
 }
 
 /// The messages of each customer among `customers` (one entry per message).
@@ -83,32 +92,45 @@ pub async fn add_attempts<'a>(
     writer: i64,
     attempts: impl IntoIterator<Item = Attempted<'a>>,
 ) -> Result<(), DbErr> {
+    for statement in attempt_statements(db.get_database_backend(), writer, attempts) {
+        db.execute_raw(statement).await?;
+    }
+    Ok(())
+}
+
+/// The statements of [`add_attempts`].
+pub fn attempt_statements<'a>(
+    backend: DbBackend,
+    writer: i64,
+    attempts: impl IntoIterator<Item = Attempted<'a>>,
+) -> Vec<Statement> {
     let mut minutes: BTreeMap<(&str, i64), (i64, i64)> = BTreeMap::new();
     for a in attempts {
         let (succeeded, failed) = minutes.entry((a.customer_id, a.started_at.div_euclid(60_000))).or_default();
         *if a.succeeded { succeeded } else { failed } += 1;
     }
-    let backend = db.get_database_backend();
     let entries: Vec<_> = minutes.into_iter().collect();
-    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
-        let mut values = Vec::with_capacity(chunk.len() * 5);
-        for ((customer, minute), (succeeded, failed)) in chunk {
-            values.extend([
-                Value::from(*customer),
-                Value::from(*minute),
-                Value::from(writer),
-                Value::from(*succeeded),
-                Value::from(*failed),
-            ]);
-        }
-        let sql = format!(
-            "INSERT INTO attempt_counts (customer_id, minute, writer, succeeded, failed) VALUES {} \
-             {ADD_TO_ATTEMPT_COUNT}",
-            rows(backend, chunk.len(), 5)
-        );
-        db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
-    }
-    Ok(())
+    let chunks = entries.chunks(ROWS_PER_STATEMENT);
+    chunks
+        .map(|chunk| {
+            let mut values = Vec::with_capacity(chunk.len() * 5);
+            for ((customer, minute), (succeeded, failed)) in chunk {
+                values.extend([
+                    Value::from(*customer),
+                    Value::from(*minute),
+                    Value::from(writer),
+                    Value::from(*succeeded),
+                    Value::from(*failed),
+                ]);
+            }
+            let sql = format!(
+                "INSERT INTO attempt_counts (customer_id, minute, writer, succeeded, failed) VALUES {} \
+                 {ADD_TO_ATTEMPT_COUNT}",
+                rows(backend, chunk.len(), 5)
+            );
+            Statement::from_sql_and_values(backend, sql, values)
+        })
+        .collect()
 }
 
 /// The attempts of one customer, or of every customer, in each minute from

@@ -9,12 +9,13 @@ use std::sync::LazyLock;
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Statement, Value,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Statement, Value,
 };
 
 use super::entities::endpoint::{self, Column, Entity as Endpoints};
 use super::page::{self, PageRequest};
 use super::recordset::{self, Type, col, nullable};
+use super::sqlite_direct::Direct;
 
 /// The endpoint of `(customer, url)`, created closed when it does not exist yet.
 pub async fn get_or_create(db: &impl ConnectionTrait, row: endpoint::Model) -> Result<endpoint::Model, DbErr> {
@@ -96,6 +97,31 @@ pub async fn lock_many(db: &impl ConnectionTrait, ids: Vec<EndpointId>) -> Resul
     Endpoints::find().filter(Column::Id.is_in(ids)).order_by_asc(Column::Id).lock_exclusive().all(db).await
 }
 
+/// [`lock_many`] in a transaction on SQLite's writer connection, which holds the
+/// database's one write lock already.
+pub fn lock_many_direct(txn: &Direct, ids: Vec<EndpointId>) -> Result<Vec<endpoint::Model>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let statement = Endpoints::find().filter(Column::Id.is_in(ids)).order_by_asc(Column::Id).build(DbBackend::Sqlite);
+    txn.rows(&statement, |row| {
+        let state: String = row.get("state")?;
+        Ok(endpoint::Model {
+            id: EndpointId::from(row.get::<_, String>("id")?),
+            customer_id: CustomerId::from(row.get::<_, String>("customer_id")?),
+            url: row.get("url")?,
+            state: state.parse().map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?,
+            consecutive_failures: row.get("consecutive_failures")?,
+            window_buckets: row.get("window_buckets")?,
+            last_success_at: row.get("last_success_at")?,
+            last_failure_at: row.get("last_failure_at")?,
+            next_probe_at: row.get("next_probe_at")?,
+            created_at: row.get("created_at")?,
+            updated_at: row.get("updated_at")?,
+        })
+    })
+}
+
 /// The endpoint's gate, read from its state alone (its window stays unparsed).
 pub fn gate_of(row: &endpoint::Model, now_ms: i64) -> Gate {
     Gate::of(row.state, row.next_probe_at, now_ms)
@@ -125,18 +151,7 @@ pub async fn save_circuits(
         let (id, circuit) = &circuits[0];
         return save_circuit(db, id, circuit, now_ms).await;
     }
-    let rows: Vec<CircuitRow> = circuits
-        .iter()
-        .map(|(id, c)| CircuitRow {
-            id,
-            state: c.state.as_str(),
-            consecutive_failures: c.consecutive_failures as i64,
-            window_buckets: c.window.to_json(),
-            last_success_at: c.last_success_at,
-            last_failure_at: c.last_failure_at,
-            next_probe_at: c.next_probe_at,
-        })
-        .collect();
+    let rows = circuit_rows(circuits);
     let (sql, values) = match db.get_database_backend() {
         DbBackend::Postgres => {
             let mut values = circuit_arrays(&rows);
@@ -147,6 +162,30 @@ pub async fn save_circuits(
     };
     db.execute_raw(Statement::from_sql_and_values(db.get_database_backend(), sql, values)).await?;
     Ok(())
+}
+
+/// [`save_circuits`] in a transaction on SQLite's writer connection: one statement.
+pub fn save_circuits_direct(txn: &Direct, circuits: &[(EndpointId, Circuit)], now_ms: i64) -> Result<(), DbErr> {
+    if circuits.is_empty() {
+        return Ok(());
+    }
+    let (sql, values) = sqlite_save_circuits(&circuit_rows(circuits), now_ms);
+    txn.execute(&Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)).map(drop)
+}
+
+fn circuit_rows(circuits: &[(EndpointId, Circuit)]) -> Vec<CircuitRow<'_>> {
+    circuits
+        .iter()
+        .map(|(id, c)| CircuitRow {
+            id,
+            state: c.state.as_str(),
+            consecutive_failures: c.consecutive_failures as i64,
+            window_buckets: c.window.to_json(),
+            last_success_at: c.last_success_at,
+            last_failure_at: c.last_failure_at,
+            next_probe_at: c.next_probe_at,
+        })
+        .collect()
 }
 
 /// [`SAVE_CIRCUITS`] on SQLite: the rows as `VALUES`, whose columns are column1, column2, …

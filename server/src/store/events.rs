@@ -8,7 +8,7 @@ use domain::states::EndpointState;
 use foldhash::{HashSet, HashSetExt};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Statement, TransactionTrait, TryInsertResult,
+    QueryFilter, QueryOrder, QuerySelect, Statement, TryInsertResult,
 };
 
 use super::counts::ADD_TO_MESSAGE_COUNT;
@@ -16,7 +16,7 @@ use super::entities::event::{self, Column, Entity as Events};
 use super::entities::message;
 use super::page::{self, PageRequest};
 use super::recordset::{self, Arrays, Type, col};
-use super::{bulk, messages};
+use super::{bulk, messages, sqlite_direct};
 use crate::ids::{ID_AFTER_CREATION_MS, first_id_at};
 
 /// Inserts the event unless `(customer, source, id)` exists; true when inserted.
@@ -96,51 +96,45 @@ pub async fn insert_with_messages(
     let endpoints = serde_json::to_string(&routed.endpoints).expect("strings serialize to JSON");
     // On SQLite the routing check rides on the events' insert; only a batch
     // that inserts nothing asks again, to tell repeated keys from a new routing.
-    let txn = db.begin().await?;
-    let inserted = insert_new_many_if_routed(&txn, events, &customers, &endpoints).await?;
-    if inserted.is_empty() && !events.is_empty() && !sqlite_still_routed(&txn, customers, endpoints).await? {
-        txn.rollback().await?;
-        return Ok(None);
-    }
-    let kept: Vec<message::Model> = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
-    messages::insert_many(&txn, &kept).await?;
-    txn.commit().await?;
-    Ok(Some(inserted))
-}
-
-/// SQLite: inserts the events whose key is new, provided the routing is still
-/// that of `customers` and `endpoints` (JSON, as [`Routed`] serializes); returns
-/// the ids inserted, none when the routing changed.
-async fn insert_new_many_if_routed(
-    db: &impl ConnectionTrait,
-    events: &[&event::Model],
-    customers: &str,
-    endpoints: &str,
-) -> Result<HashSet<EventId>, DbErr> {
-    let mut inserted = HashSet::with_capacity(events.len());
-    let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
-    for chunk in events.chunks(bulk::rows_per_statement::<event::Model>()) {
-        let (rows, mut values) = bulk::values(DbBackend::Sqlite, chunk.iter().copied());
-        values.extend([customers.into(), endpoints.into()]);
-        // The WHERE also settles SQLite's reading of `ON CONFLICT` after a SELECT.
-        let sql = format!(
-            "INSERT INTO events ({}) SELECT {} FROM (VALUES {rows}) WHERE {SQLITE_STILL_ROUTED} \
-             ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id",
-            recordset::names(COLUMNS),
-            picked.join(", "),
-        );
-        for row in db.query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)).await? {
-            inserted.insert(row.try_get::<EventId>("", "id")?);
+    let inserts = sqlite_inserts_if_routed(events, &customers, &endpoints);
+    let still = format!("SELECT {SQLITE_STILL_ROUTED} AS still");
+    let still = Statement::from_sql_and_values(DbBackend::Sqlite, still, [customers.into(), endpoints.into()]);
+    sqlite_direct::transaction(db, |txn| {
+        let mut inserted = HashSet::with_capacity(events.len());
+        for statement in &inserts {
+            inserted.extend(txn.texts::<EventId>(statement)?);
         }
-    }
-    Ok(inserted)
+        if inserted.is_empty() && !events.is_empty() && txn.rows(&still, |row| row.get(0))?.first() != Some(&true) {
+            return Ok(None);
+        }
+        let kept: Vec<message::Model> = messages.iter().filter(|m| inserted.contains(&m.event_id)).cloned().collect();
+        messages::insert_many_direct(txn, &kept)?;
+        Ok(Some(inserted))
+    })
+    .await
 }
 
-async fn sqlite_still_routed(db: &impl ConnectionTrait, customers: String, endpoints: String) -> Result<bool, DbErr> {
-    let sql = format!("SELECT {SQLITE_STILL_ROUTED} AS still");
-    let still = Statement::from_sql_and_values(DbBackend::Sqlite, sql, [customers.into(), endpoints.into()]);
-    let still = db.query_one_raw(still).await?.map(|row| row.try_get::<bool>("", "still")).transpose()?;
-    Ok(still == Some(true))
+/// SQLite: the statements that insert the events whose key is new, provided
+/// the routing is still that of `customers` and `endpoints` (JSON, as
+/// [`Routed`] serializes), each returning the ids it inserted (none when the
+/// routing changed).
+fn sqlite_inserts_if_routed(events: &[&event::Model], customers: &str, endpoints: &str) -> Vec<Statement> {
+    let picked: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("column{n}")).collect();
+    let chunks = events.chunks(bulk::rows_per_statement::<event::Model>());
+    chunks
+        .map(|chunk| {
+            let (rows, mut values) = bulk::values(DbBackend::Sqlite, chunk.iter().copied());
+            values.extend([customers.into(), endpoints.into()]);
+            // The WHERE also settles SQLite's reading of `ON CONFLICT` after a SELECT.
+            let sql = format!(
+                "INSERT INTO events ({}) SELECT {} FROM (VALUES {rows}) WHERE {SQLITE_STILL_ROUTED} \
+                 ON CONFLICT (customer_id, source, ce_id) DO NOTHING RETURNING id",
+                recordset::names(COLUMNS),
+                picked.join(", "),
+            );
+            Statement::from_sql_and_values(DbBackend::Sqlite, sql, values)
+        })
+        .collect()
 }
 
 /// True when the customers' routing versions and the endpoints' states are

@@ -243,6 +243,12 @@ fn sqlite_primary_code(db: &dyn sea_orm::sqlx::error::DatabaseError) -> Option<i
     Some(db.code().unwrap_or_default().parse::<i32>().unwrap_or_default() & 0xff)
 }
 
+/// Whether a SQLite result code (primary or extended) says the database is away
+/// rather than that a statement is wrong: BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN.
+pub fn sqlite_code_says_away(code: i32) -> bool {
+    matches!(code & 0xff, 5 | 6 | 8 | 10 | 13 | 14)
+}
+
 fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
     use sea_orm::sqlx::Error;
     match e {
@@ -251,8 +257,7 @@ fn sqlx_unavailable(e: &sea_orm::sqlx::Error) -> bool {
         Error::Database(db) => {
             let code = db.code().unwrap_or_default();
             if let Some(primary) = sqlite_primary_code(db.as_ref()) {
-                // BUSY, LOCKED, READONLY, IOERR, FULL, CANTOPEN
-                matches!(primary, 5 | 6 | 8 | 10 | 13 | 14)
+                sqlite_code_says_away(primary)
             } else {
                 // PostgreSQL's classes: connection exception, insufficient resources (a full
                 // disk), operator intervention (shutdown), system error; and a read-only

@@ -28,6 +28,7 @@ pub mod recordset;
 pub mod replays;
 pub mod retention;
 pub mod sessions;
+pub mod sqlite_direct;
 pub mod subscriptions;
 pub mod users;
 pub mod wal_flush;

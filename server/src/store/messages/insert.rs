@@ -1,7 +1,7 @@
 //! New message rows: the publish's, the replays', the operational events' and the test event's.
 
 use domain::ids::{EndpointId, SubscriptionId};
-use sea_orm::{ConnectionTrait, DbErr};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
 
 use domain::states::{MessageState, SubscriptionStatus};
 
@@ -9,12 +9,27 @@ use crate::ids;
 use crate::store::counts;
 use crate::store::entities::{event, message, subscription};
 use crate::store::recordset::{self, Type, col, nullable};
+use crate::store::sqlite_direct::Direct;
 
 /// Inserts the messages and adds them to their customers' counts (`db` a
 /// transaction, or a count could miss its messages).
 pub async fn insert_many(db: &impl ConnectionTrait, rows: &[message::Model]) -> Result<(), DbErr> {
-    crate::store::bulk::insert(db, rows).await?;
-    counts::change_messages(db, &counts::per_customer(rows.iter().map(|m| m.customer_id.as_str()), 1)).await
+    for statement in insert_statements(db.get_database_backend(), rows) {
+        db.execute_raw(statement).await?;
+    }
+    Ok(())
+}
+
+/// [`insert_many`] in a transaction on SQLite's writer connection.
+pub fn insert_many_direct(txn: &Direct, rows: &[message::Model]) -> Result<(), DbErr> {
+    insert_statements(DbBackend::Sqlite, rows).iter().try_for_each(|statement| txn.execute(statement).map(drop))
+}
+
+fn insert_statements(backend: DbBackend, rows: &[message::Model]) -> Vec<Statement> {
+    let mut statements = crate::store::bulk::insert_statements(backend, rows);
+    let counted = counts::per_customer(rows.iter().map(|m| m.customer_id.as_str()), 1);
+    statements.extend(counts::message_statements(backend, &counted));
+    statements
 }
 
 /// The columns of a message row, as a batch carries them (see [`super::recordset`]).

@@ -13,9 +13,9 @@ mod transitions;
 
 pub use claim::{Among, Lane, claim};
 pub use dead::dead_reports;
-pub use insert::{COLUMNS, PAUSED, insert_many, message_for, pending_message};
+pub use insert::{COLUMNS, PAUSED, insert_many, insert_many_direct, message_for, pending_message};
 pub use log::{MessageFilter, count_by_state, list};
-pub use recording::{End, Finish, finish_many, finish_recording, recording_plan};
+pub use recording::{End, Finish, finish_many, finish_recording, finish_recording_direct, recording_plan};
 pub use transitions::*;
 
 use domain::ids::MessageId;

@@ -14,6 +14,7 @@ use crate::store::counts::{self, Attempted};
 use crate::store::entities::attempt;
 use crate::store::placeholder;
 use crate::store::recordset::{self, Arrays, Type, col, nullable};
+use crate::store::sqlite_direct::Direct;
 /// The end of one attempt, as the message should record it.
 #[derive(Debug, Clone)]
 pub struct Finish {
@@ -37,45 +38,85 @@ pub struct End {
 /// to its next state if it still holds the lease it was sent under. Returns
 /// the ids that moved; the others' leases were lost and they are unchanged.
 pub async fn finish_many(db: &impl ConnectionTrait, ends: &[End], now_ms: i64) -> Result<HashSet<MessageId>, DbErr> {
-    let backend = db.get_database_backend();
     let mut moved = HashSet::with_capacity(ends.len());
-    for chunk in ends.chunks(FINISH_CHUNK) {
-        // SQLite numbers `?` by position, so the values follow the text's order: `now` first.
-        let mut values: Vec<Value> = vec![now_ms.into()];
-        let now = placeholder(backend, 1);
-        let mut rows = Vec::with_capacity(chunk.len());
-        for end in chunk {
-            let f = &end.finish;
-            let first = values.len();
-            values.extend([
-                end.id.clone().into(),
-                end.lease_token.into(),
-                f.state.as_str().into(),
-                f.dead_reason.map(str::to_string).into(),
-                f.next_attempt_at.into(),
-                f.delivered_at.into(),
-                f.last_status.into(),
-                f.first_failed_at.into(),
-            ]);
-            let marks: Vec<String> = (first + 1..=values.len()).map(|n| placeholder(backend, n)).collect();
-            rows.push(format!("({})", marks.join(", ")));
-        }
-        // VALUES names its columns column1, column2, … on both SQLite and PostgreSQL.
-        let sql = format!(
-            "UPDATE messages SET state = v.column3, dead_reason = v.column4, next_attempt_at = v.column5, \
-             delivered_at = v.column6, last_status = v.column7, first_failed_at = v.column8, \
-             attempt_count = attempt_count + 1, \
-             lease_token = NULL, updated_at = {now} \
-             FROM (VALUES {}) AS v \
-             WHERE messages.id = v.column1 AND messages.lease_token = v.column2 AND messages.state = 'delivering' \
-             RETURNING messages.id",
-            rows.join(", ")
-        );
-        for row in db.query_all_raw(Statement::from_sql_and_values(backend, sql, values)).await? {
+    for statement in finish_statements(db.get_database_backend(), ends, now_ms) {
+        for row in db.query_all_raw(statement).await? {
             moved.insert(row.try_get::<MessageId>("", "id")?);
         }
     }
     Ok(moved)
+}
+
+/// The statements of [`finish_many`], each returning the ids it moved.
+fn finish_statements(backend: DbBackend, ends: &[End], now_ms: i64) -> Vec<Statement> {
+    let chunks = ends.chunks(FINISH_CHUNK);
+    chunks
+        .map(|chunk| {
+            // SQLite numbers `?` by position, so the values follow the text's order: `now` first.
+            let mut values: Vec<Value> = vec![now_ms.into()];
+            let now = placeholder(backend, 1);
+            let mut rows = Vec::with_capacity(chunk.len());
+            for end in chunk {
+                let f = &end.finish;
+                let first = values.len();
+                values.extend([
+                    end.id.clone().into(),
+                    end.lease_token.into(),
+                    f.state.as_str().into(),
+                    f.dead_reason.map(str::to_string).into(),
+                    f.next_attempt_at.into(),
+                    f.delivered_at.into(),
+                    f.last_status.into(),
+                    f.first_failed_at.into(),
+                ]);
+                let marks: Vec<String> = (first + 1..=values.len()).map(|n| placeholder(backend, n)).collect();
+                rows.push(format!("({})", marks.join(", ")));
+            }
+            // VALUES names its columns column1, column2, … on both SQLite and PostgreSQL.
+            let sql = format!(
+                "UPDATE messages SET state = v.column3, dead_reason = v.column4, next_attempt_at = v.column5, \
+                 delivered_at = v.column6, last_status = v.column7, first_failed_at = v.column8, \
+                 attempt_count = attempt_count + 1, \
+                 lease_token = NULL, updated_at = {now} \
+                 FROM (VALUES {}) AS v \
+                 WHERE messages.id = v.column1 AND messages.lease_token = v.column2 AND messages.state = 'delivering' \
+                 RETURNING messages.id",
+                rows.join(", ")
+            );
+            Statement::from_sql_and_values(backend, sql, values)
+        })
+        .collect()
+}
+
+/// [`finish_recording`] in a transaction on SQLite's writer connection.
+pub fn finish_recording_direct(
+    txn: &Direct,
+    ends: &[End],
+    attempts: Vec<attempt::Model>,
+    now_ms: i64,
+    writer: i64,
+) -> Result<HashSet<MessageId>, DbErr> {
+    let mut moved = HashSet::with_capacity(ends.len());
+    for statement in finish_statements(DbBackend::Sqlite, ends, now_ms) {
+        moved.extend(txn.texts::<MessageId>(&statement)?);
+    }
+    let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
+    for statement in counts::attempt_statements(DbBackend::Sqlite, writer, counted(&recorded)) {
+        txn.execute(&statement)?;
+    }
+    for statement in crate::store::bulk::insert_statements(DbBackend::Sqlite, &recorded) {
+        txn.execute(&statement)?;
+    }
+    Ok(moved)
+}
+
+/// The attempts as their customers' minutes count them.
+fn counted(attempts: &[attempt::Model]) -> impl Iterator<Item = Attempted<'_>> {
+    attempts.iter().map(|a| Attempted {
+        customer_id: &a.customer_id,
+        started_at: a.started_at,
+        succeeded: a.outcome == Outcome::Success,
+    })
 }
 
 /// Records attempts' ends with their attempt rows, `attempts[i]` the attempt
@@ -95,12 +136,7 @@ pub async fn finish_recording(
     if db.get_database_backend() != DbBackend::Postgres {
         let moved = finish_many(db, ends, now_ms).await?;
         let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
-        let counted = recorded.iter().map(|a| Attempted {
-            customer_id: &a.customer_id,
-            started_at: a.started_at,
-            succeeded: a.outcome == Outcome::Success,
-        });
-        counts::add_attempts(db, writer, counted).await?;
+        counts::add_attempts(db, writer, counted(&recorded)).await?;
         crate::store::attempts::insert_many(db, recorded).await?;
         return Ok(moved);
     }

@@ -1,0 +1,207 @@
+//! SQLite transactions run on the calling thread, over the writer connection
+//! itself: the hot path's batches (a publish's events and messages, an
+//! attempts' records) hand the connection over once, instead of once per
+//! statement.
+//!
+//! sqlx keeps SQLite's one connection on a thread of its own and passes it
+//! each statement over a channel, so every statement of a transaction costs a
+//! wake-up of that thread and one of a Tokio worker for the answer.
+//! `lock_handle` lends the connection out while that thread waits; the
+//! statements here are the text and values the store builds for SeaORM, run
+//! through rusqlite on the same handle. Alternating runs at 32 publishing
+//! connections gave about a tenth more deliveries per second this way (see
+//! docs/performance.md, "The hot path's SQLite transactions on the caller's
+//! thread").
+//!
+//! The work is synchronous: it holds the Tokio worker for as long as SQLite
+//! takes, as it held sqlx's thread before, and only the writer connection is
+//! used (checkpoints and backups run on connections of their own).
+
+use std::sync::Arc;
+
+use rusqlite::types::Value as Sql;
+use sea_orm::sqlx;
+use sea_orm::{ConnAcquireErr, DatabaseConnection, DbErr, RuntimeErr, Statement, Value};
+
+/// An open transaction on the writer connection.
+pub struct Direct<'c> {
+    conn: &'c rusqlite::Connection,
+}
+
+impl Direct<'_> {
+    /// Runs `statement` to its end; returns the rows it changed.
+    pub fn execute(&self, statement: &Statement) -> Result<u64, DbErr> {
+        let mut prepared = self.prepare(statement)?;
+        let mut rows = prepared.raw_query();
+        while rows.next().map_err(failed)?.is_some() {}
+        Ok(self.conn.changes())
+    }
+
+    /// Every row `statement` returns, each read by `read`.
+    pub fn rows<T>(
+        &self,
+        statement: &Statement,
+        mut read: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, DbErr> {
+        let mut prepared = self.prepare(statement)?;
+        let mut rows = prepared.raw_query();
+        let mut read_rows = Vec::new();
+        while let Some(row) = rows.next().map_err(failed)? {
+            read_rows.push(read(row).map_err(failed)?);
+        }
+        Ok(read_rows)
+    }
+
+    /// The first column of every row `statement` returns, as text (such as the ids of `RETURNING id`).
+    pub fn texts<T: From<String>>(&self, statement: &Statement) -> Result<Vec<T>, DbErr> {
+        self.rows(statement, |row| row.get::<_, String>(0).map(T::from))
+    }
+
+    fn prepare(&self, statement: &Statement) -> Result<rusqlite::Statement<'_>, DbErr> {
+        let mut prepared = self.conn.prepare(&statement.sql).map_err(failed)?;
+        for (i, value) in statement.values.iter().flat_map(|values| values.0.iter()).enumerate() {
+            prepared.raw_bind_parameter(i + 1, bound(value)?).map_err(failed)?;
+        }
+        Ok(prepared)
+    }
+}
+
+/// Runs `work` in one transaction (`BEGIN IMMEDIATE`) on the writer connection
+/// of `db`, a SQLite database: committed when it returns `Some`, rolled back when
+/// it returns `None` or an error, or panics.
+pub async fn transaction<T>(
+    db: &DatabaseConnection,
+    work: impl FnOnce(&Direct) -> Result<Option<T>, DbErr>,
+) -> Result<Option<T>, DbErr> {
+    let mut pooled = db.get_sqlite_connection_pool().acquire().await.map_err(not_lent)?;
+    let mut handle = pooled.lock_handle().await.map_err(not_lent)?;
+    // SAFETY: the handle is sqlx's open connection, and it stays lent to this thread (sqlx's
+    // thread waits for it) until `handle` drops, after `conn`. A connection made from a
+    // handle does not close it when dropped; it only finalizes its own statements.
+    let conn = unsafe { rusqlite::Connection::from_handle(handle.as_raw_handle().as_ptr()) }.map_err(failed)?;
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(failed)?;
+    let open = Open { conn: &conn };
+    let result = work(&Direct { conn: &conn });
+    let end = if matches!(result, Ok(Some(_))) { "COMMIT" } else { "ROLLBACK" };
+    // A COMMIT that fails (a full disk) leaves the transaction to `open`, which rolls it back.
+    conn.execute_batch(end).map_err(failed)?;
+    std::mem::forget(open);
+    drop(conn);
+    drop(handle);
+    result
+}
+
+/// Rolls back a transaction that did not end (`work` panicked, or the COMMIT
+/// failed), so that sqlx gets its connection back outside any transaction.
+struct Open<'c> {
+    conn: &'c rusqlite::Connection,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+}
+
+/// A value as SQLite binds it: the kinds the store's statements use.
+fn bound(value: &Value) -> Result<Sql, DbErr> {
+    let integer = |x: Option<i64>| x.map_or(Sql::Null, Sql::Integer);
+    Ok(match value {
+        Value::Bool(x) => integer(x.map(i64::from)),
+        Value::TinyInt(x) => integer(x.map(i64::from)),
+        Value::SmallInt(x) => integer(x.map(i64::from)),
+        Value::Int(x) => integer(x.map(i64::from)),
+        Value::BigInt(x) => integer(*x),
+        Value::TinyUnsigned(x) => integer(x.map(i64::from)),
+        Value::SmallUnsigned(x) => integer(x.map(i64::from)),
+        Value::Unsigned(x) => integer(x.map(i64::from)),
+        Value::Float(x) => x.map_or(Sql::Null, |x| Sql::Real(f64::from(x))),
+        Value::Double(x) => x.map_or(Sql::Null, Sql::Real),
+        Value::String(x) => x.as_ref().map_or(Sql::Null, |x| Sql::Text(x.clone())),
+        Value::Bytes(x) => x.as_ref().map_or(Sql::Null, |x| Sql::Blob(x.clone())),
+        other => return Err(DbErr::Type(format!("a value SQLite's direct statements do not bind: {other:?}"))),
+    })
+}
+
+/// SQLite's error as the store reports it: one that says the database is away
+/// (busy, locked, read-only, an I/O error, a full disk) as a connection error,
+/// which [`super::health`] counts as an outage; any other as a failed statement.
+fn failed(e: rusqlite::Error) -> DbErr {
+    let away = match &e {
+        rusqlite::Error::SqliteFailure(error, _) => super::health::sqlite_code_says_away(error.extended_code),
+        _ => false,
+    };
+    let error = RuntimeErr::Internal(format!("SQLite: {e}"));
+    if away { DbErr::Conn(error) } else { DbErr::Exec(error) }
+}
+
+/// The pool's refusal to lend its connection, as SeaORM reports it.
+fn not_lent(e: sqlx::Error) -> DbErr {
+    match e {
+        sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
+        e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use sea_orm::{ConnectionTrait, DbBackend, TransactionTrait};
+
+    use super::*;
+    use crate::config::SqliteSynchronous;
+
+    fn insert(name: &str) -> Statement {
+        let sql = "INSERT INTO t (name) VALUES (?) RETURNING name";
+        Statement::from_sql_and_values(DbBackend::Sqlite, sql, [name.into()])
+    }
+
+    #[tokio::test]
+    async fn work_commits_or_rolls_back_and_sqlx_gets_its_connection_back_outside_any_transaction() {
+        let db = crate::store::connect("sqlite::memory:", SqliteSynchronous::Full).await.unwrap();
+        db.execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL)").await.unwrap();
+
+        let returned = transaction(&db, |txn| Ok(Some(txn.texts::<String>(&insert("kept"))?))).await.unwrap();
+        assert_eq!(returned, Some(vec!["kept".to_string()]));
+        let declined = transaction(&db, |txn| txn.execute(&insert("declined")).map(|_| None::<()>)).await.unwrap();
+        assert_eq!(declined, None);
+        let wrong = Statement::from_string(DbBackend::Sqlite, "INSERT INTO missing VALUES (1)");
+        let failed = transaction(&db, |txn| {
+            txn.execute(&insert("failed"))?;
+            txn.execute(&wrong).map(Some)
+        });
+        assert!(matches!(failed.await, Err(DbErr::Exec(_))));
+        let panicked = std::panic::AssertUnwindSafe(transaction(&db, |txn| -> Result<Option<()>, DbErr> {
+            txn.execute(&insert("panicked")).unwrap();
+            panic!("the work panics inside its transaction")
+        }));
+        assert!(panicked.catch_unwind().await.is_err());
+
+        // Only the committed row is there, read through sqlx, which can open a transaction again.
+        let txn = db.begin().await.unwrap();
+        let rows = txn.query_all_raw(Statement::from_string(DbBackend::Sqlite, "SELECT name FROM t")).await.unwrap();
+        let names: Vec<String> = rows.iter().map(|row| row.try_get("", "name").unwrap()).collect();
+        assert_eq!(names, ["kept"]);
+        txn.commit().await.unwrap();
+    }
+
+    #[test]
+    fn sqlite_errors_that_say_the_database_is_away_count_as_an_outage() {
+        let error = |code| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        for away in [rusqlite::ffi::SQLITE_BUSY, rusqlite::ffi::SQLITE_IOERR_FSYNC, rusqlite::ffi::SQLITE_FULL] {
+            assert!(super::super::health::is_unavailable(&failed(error(away))), "{away}");
+        }
+        for wrong in [rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY, rusqlite::ffi::SQLITE_ERROR] {
+            assert!(!super::super::health::is_unavailable(&failed(error(wrong))), "{wrong}");
+        }
+    }
+
+    #[test]
+    fn values_bind_as_sqlite_stores_them() {
+        assert_eq!(bound(&Value::Int(Some(7))).unwrap(), Sql::Integer(7));
+        assert_eq!(bound(&Value::BigInt(None)).unwrap(), Sql::Null);
+        assert_eq!(bound(&Value::Bool(Some(true))).unwrap(), Sql::Integer(1));
+        assert_eq!(bound(&Value::String(Some("a".into()))).unwrap(), Sql::Text("a".into()));
+        assert!(bound(&Value::Char(Some('a'))).is_err());
+    }
+}
