@@ -100,23 +100,24 @@ pub fn finish_recording_direct(
     for statement in finish_statements(DbBackend::Sqlite, ends, now_ms) {
         moved.extend(txn.texts::<MessageId>(&statement)?);
     }
-    let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
-    for statement in counts::attempt_statements(DbBackend::Sqlite, writer, counted(&recorded)) {
-        txn.execute(&statement)?;
-    }
-    for statement in crate::store::bulk::insert_statements(DbBackend::Sqlite, &recorded) {
+    for statement in recorded_statements(&moved, attempts, writer) {
         txn.execute(&statement)?;
     }
     Ok(moved)
 }
 
-/// The attempts as their customers' minutes count them.
-fn counted(attempts: &[attempt::Model]) -> impl Iterator<Item = Attempted<'_>> {
-    attempts.iter().map(|a| Attempted {
+/// On SQLite, the statements that follow the messages' move: the attempt rows of the messages
+/// that `moved`, counted in their customers' minutes in the rows of `writer`, and inserted.
+fn recorded_statements(moved: &HashSet<MessageId>, attempts: Vec<attempt::Model>, writer: i64) -> Vec<Statement> {
+    let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
+    let counted = recorded.iter().map(|a| Attempted {
         customer_id: &a.customer_id,
         started_at: a.started_at,
         succeeded: a.outcome == Outcome::Success,
-    })
+    });
+    let mut statements = counts::attempt_statements(DbBackend::Sqlite, writer, counted);
+    statements.extend(crate::store::bulk::insert_statements(DbBackend::Sqlite, &recorded));
+    statements
 }
 
 /// Records attempts' ends with their attempt rows, `attempts[i]` the attempt
@@ -135,9 +136,9 @@ pub async fn finish_recording(
 ) -> Result<HashSet<MessageId>, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         let moved = finish_many(db, ends, now_ms).await?;
-        let recorded: Vec<attempt::Model> = attempts.into_iter().filter(|a| moved.contains(&a.message_id)).collect();
-        counts::add_attempts(db, writer, counted(&recorded)).await?;
-        crate::store::attempts::insert_many(db, recorded).await?;
+        for statement in recorded_statements(&moved, attempts, writer) {
+            db.execute_raw(statement).await?;
+        }
         return Ok(moved);
     }
     // `db` is the recorder's transaction.
