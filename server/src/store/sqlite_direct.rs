@@ -23,6 +23,8 @@
 //! `sqlite3_close`, which fails while any statement is unfinalized, and sqlx
 //! then panics: so the kept statements are finalized by the connection's own
 //! close, in a callback SQLite makes before it checks (`SQLITE_TRACE_CLOSE`).
+//! That callback is the writer connection's one trace callback: nothing else
+//! may set one on it (sqlx does not), or the statements would outlive it.
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
 use std::sync::Arc;
