@@ -8,7 +8,3 @@ use super::entities::attempt::{self, Column, Entity as Attempts};
 pub async fn for_message(db: &impl ConnectionTrait, message_id: &MessageId) -> Result<Vec<attempt::Model>, DbErr> {
     Attempts::find().filter(Column::MessageId.eq(message_id.clone())).order_by_asc(Column::Number).all(db).await
 }
-
-pub async fn insert_many(db: &impl ConnectionTrait, rows: Vec<attempt::Model>) -> Result<(), DbErr> {
-    super::bulk::insert(db, &rows).await
-}

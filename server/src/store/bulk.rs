@@ -52,10 +52,7 @@ pub fn values<'a, M: ModelTrait + 'a>(
 
 /// Inserts every row, in statements of as many rows as the bound values allow.
 pub async fn insert<M: ModelTrait>(db: &impl ConnectionTrait, rows: &[M]) -> Result<(), DbErr> {
-    for statement in insert_statements(db.get_database_backend(), rows) {
-        db.execute_raw(statement).await?;
-    }
-    Ok(())
+    super::execute_all(db, insert_statements(db.get_database_backend(), rows)).await
 }
 
 /// The statements of [`insert`].

@@ -25,10 +25,7 @@ pub const ADD_TO_MESSAGE_COUNT: &str = "ON CONFLICT (customer_id) DO UPDATE \
 /// The customers' rows are written in key order, so that transactions that change
 /// several wait for one another in one direction, never crosswise.
 pub async fn change_messages(db: &impl ConnectionTrait, change: &BTreeMap<&str, i64>) -> Result<(), DbErr> {
-    for statement in message_statements(db.get_database_backend(), change) {
-        db.execute_raw(statement).await?;
-    }
-    Ok(())
+    super::execute_all(db, message_statements(db.get_database_backend(), change)).await
 }
 
 /// The statements of [`change_messages`].
@@ -92,10 +89,7 @@ pub async fn add_attempts<'a>(
     writer: i64,
     attempts: impl IntoIterator<Item = Attempted<'a>>,
 ) -> Result<(), DbErr> {
-    for statement in attempt_statements(db.get_database_backend(), writer, attempts) {
-        db.execute_raw(statement).await?;
-    }
-    Ok(())
+    super::execute_all(db, attempt_statements(db.get_database_backend(), writer, attempts)).await
 }
 
 /// The statements of [`add_attempts`].

@@ -268,7 +268,7 @@ mod tests {
             });
         }
         crate::store::messages::insert_many(&db, &messages).await.unwrap();
-        crate::store::attempts::insert_many(&db, attempts).await.unwrap();
+        crate::store::bulk::insert(&db, &attempts).await.unwrap();
         let (customer_id, endpoint_id) = (CustomerId::from("cus_1"), EndpointId::from("ep_1"));
         let w = HealthWindow { customer_id: &customer_id, endpoint_id: &endpoint_id, since_ms: 0 };
         let all = tallies(&db, w, 100).await.unwrap();

@@ -38,7 +38,7 @@ use std::time::Duration;
 use migrations::{Migrator, MigratorTrait};
 use sea_orm::sqlx::postgres::PgSslMode;
 use sea_orm::sqlx::sqlite::{self, SqliteAutoVacuum, SqliteJournalMode};
-use sea_orm::{ConnectOptions, Database, DatabaseConnection, DbBackend, DbErr, SqlErr};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr, SqlErr, Statement};
 
 use crate::config::SqliteSynchronous;
 
@@ -205,6 +205,15 @@ pub(crate) fn placeholder(backend: DbBackend, n: usize) -> String {
         DbBackend::Postgres => format!("${n}"),
         _ => "?".to_string(),
     }
+}
+
+/// Runs `statements` in turn on `db` (the statement builders' counterpart for SeaORM;
+/// [`sqlite_direct::Direct::execute_all`] runs them on SQLite's writer connection).
+pub async fn execute_all(db: &impl ConnectionTrait, statements: Vec<Statement>) -> Result<(), DbErr> {
+    for statement in statements {
+        db.execute_raw(statement).await?;
+    }
+    Ok(())
 }
 
 pub fn is_postgres(db: &DatabaseConnection) -> bool {

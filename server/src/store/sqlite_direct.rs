@@ -48,6 +48,11 @@ impl Direct<'_> {
         Ok(self.conn.changes())
     }
 
+    /// Runs each of `statements` to its end.
+    pub fn execute_all(&self, statements: &[Statement]) -> Result<(), DbErr> {
+        statements.iter().try_for_each(|statement| self.execute(statement).map(drop))
+    }
+
     /// Every row `statement` returns, each read by `read`.
     pub fn rows<T>(
         &self,

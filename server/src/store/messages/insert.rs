@@ -14,15 +14,12 @@ use crate::store::sqlite_direct::Direct;
 /// Inserts the messages and adds them to their customers' counts (`db` a
 /// transaction, or a count could miss its messages).
 pub async fn insert_many(db: &impl ConnectionTrait, rows: &[message::Model]) -> Result<(), DbErr> {
-    for statement in insert_statements(db.get_database_backend(), rows) {
-        db.execute_raw(statement).await?;
-    }
-    Ok(())
+    crate::store::execute_all(db, insert_statements(db.get_database_backend(), rows)).await
 }
 
 /// [`insert_many`] in a transaction on SQLite's writer connection.
 pub fn insert_many_direct(txn: &Direct, rows: &[message::Model]) -> Result<(), DbErr> {
-    insert_statements(DbBackend::Sqlite, rows).iter().try_for_each(|statement| txn.execute(statement).map(drop))
+    txn.execute_all(&insert_statements(DbBackend::Sqlite, rows))
 }
 
 fn insert_statements(backend: DbBackend, rows: &[message::Model]) -> Vec<Statement> {

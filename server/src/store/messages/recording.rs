@@ -100,9 +100,7 @@ pub fn finish_recording_direct(
     for statement in finish_statements(DbBackend::Sqlite, ends, now_ms) {
         moved.extend(txn.texts::<MessageId>(&statement)?);
     }
-    for statement in recorded_statements(&moved, attempts, writer) {
-        txn.execute(&statement)?;
-    }
+    txn.execute_all(&recorded_statements(&moved, attempts, writer))?;
     Ok(moved)
 }
 
@@ -136,9 +134,7 @@ pub async fn finish_recording(
 ) -> Result<HashSet<MessageId>, DbErr> {
     if db.get_database_backend() != DbBackend::Postgres {
         let moved = finish_many(db, ends, now_ms).await?;
-        for statement in recorded_statements(&moved, attempts, writer) {
-            db.execute_raw(statement).await?;
-        }
+        crate::store::execute_all(db, recorded_statements(&moved, attempts, writer)).await?;
         return Ok(moved);
     }
     // `db` is the recorder's transaction.
