@@ -482,6 +482,15 @@ class HeraldServer:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def log_warnings(self, lines: int = 40) -> str:
+        """The last `lines` warnings and errors of the log (what a failed check needs to explain it)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        found = [line for line in text.splitlines() if " WARN " in line or " ERROR " in line]
+        return "\n".join(found[-lines:]) or "(none)"
+
     def __enter__(self) -> HeraldServer:
         return self.start()
 

@@ -279,4 +279,6 @@ def test_the_api_matches_its_openapi_document(herald: HeraldServer, openapi_tena
     assert code == 0, (
         f"schemathesis ({who}) exited with {code}; full output in {log}, report in {junit}\n"
         + failure_summary(output, junit)
+        + "\n\nHerald's warnings and errors meanwhile:\n"
+        + herald.log_warnings()
     )

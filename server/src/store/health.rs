@@ -86,7 +86,8 @@ impl DatabaseHealth {
             outage.failures += 1;
             return;
         }
-        if waited_through_the_last_outage(e, *self.ended.lock().expect("ended")) {
+        let deadline = super::acquire_timeout(self.db.get_database_backend());
+        if waited_through_the_last_outage(e, *self.ended.lock().expect("ended"), deadline) {
             tracing::debug!(error = %e, "{doing} waited for a connection through the outage that just ended");
             return;
         }
@@ -192,12 +193,9 @@ async fn drop_dead_connections(db: &DatabaseConnection) {
     }
 }
 
-/// Whether an error says the database is away, rather than that a statement
-/// is wrong: no connection, a lost one, a server shutting down or in
-/// recovery, a read-only or full disk, a lock held past its timeout.
-/// A wait for a connection that ran out within the pool's deadline of the end
+/// A wait for a connection that ran out within the pool's `deadline` of the end
 /// of an outage began during it: it reports that outage, not a new one.
-fn waited_through_the_last_outage(e: &DbErr, ended: Option<Instant>) -> bool {
+fn waited_through_the_last_outage(e: &DbErr, ended: Option<Instant>, deadline: Duration) -> bool {
     use sea_orm::sqlx::Error;
     let waited = match e {
         DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::Timeout) => true,
@@ -206,9 +204,12 @@ fn waited_through_the_last_outage(e: &DbErr, ended: Option<Instant>) -> bool {
         }
         _ => false,
     };
-    waited && ended.is_some_and(|at| at.elapsed() <= super::ACQUIRE_TIMEOUT + Duration::from_millis(250))
+    waited && ended.is_some_and(|at| at.elapsed() <= deadline + Duration::from_millis(250))
 }
 
+/// Whether an error says the database is away, rather than that a statement
+/// is wrong: no connection, a lost one, a server shutting down or in
+/// recovery, a read-only or full disk, a lock held past its timeout.
 pub fn is_unavailable(e: &DbErr) -> bool {
     match e {
         DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => true,
@@ -347,14 +348,17 @@ mod tests {
         let pool = DbErr::Exec(RuntimeErr::SqlxError(Arc::new(sea_orm::sqlx::Error::PoolTimedOut)));
         let refused = sea_orm::sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         let refused = DbErr::Query(RuntimeErr::SqlxError(Arc::new(refused)));
+        let deadline = crate::store::ACQUIRE_TIMEOUT;
         let just_now = Some(Instant::now());
-        assert!(waited_through_the_last_outage(&timeout, just_now));
-        assert!(waited_through_the_last_outage(&pool, just_now));
-        assert!(!waited_through_the_last_outage(&refused, just_now), "a refused connection is a new outage");
+        assert!(waited_through_the_last_outage(&timeout, just_now, deadline));
+        assert!(waited_through_the_last_outage(&pool, just_now, deadline));
+        assert!(!waited_through_the_last_outage(&refused, just_now, deadline), "a refused connection is a new outage");
         let long_ago = Instant::now().checked_sub(Duration::from_secs(2));
-        assert!(!waited_through_the_last_outage(&timeout, long_ago), "a wait that began after the outage");
-        assert!(!waited_through_the_last_outage(&timeout, None));
+        assert!(!waited_through_the_last_outage(&timeout, long_ago, deadline), "a wait that began after the outage");
+        let sqlite = crate::store::SQLITE_ACQUIRE_TIMEOUT;
+        assert!(waited_through_the_last_outage(&timeout, long_ago, sqlite), "SQLite's wait is longer");
+        assert!(!waited_through_the_last_outage(&timeout, None, deadline));
         let closed = DbErr::ConnectionAcquire(sea_orm::ConnAcquireErr::ConnectionClosed);
-        assert!(!waited_through_the_last_outage(&closed, just_now), "a closed connection is not a wait");
+        assert!(!waited_through_the_last_outage(&closed, just_now, deadline), "a closed connection is not a wait");
     }
 }

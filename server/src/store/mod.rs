@@ -46,12 +46,26 @@ use crate::config::SqliteSynchronous;
 /// in case the server or something between dropped it meanwhile.
 const PING_IF_IDLE_FOR: Duration = Duration::from_secs(10);
 
-/// The longest a statement waits for a connection, a new one's connecting
-/// included. A database that does not answer within it is reported unavailable
-/// (see [`health`]), so that an API request answers 503 within two seconds
-/// instead of hanging for as long as the database is away. On SQLite the one
-/// connection is held for milliseconds at a time, so only a fault waits this long.
+/// The longest a statement waits for a PostgreSQL connection, a new one's
+/// connecting included. A server that does not answer within it is reported
+/// unavailable (see [`health`]), so that an API request answers 503 within two
+/// seconds instead of hanging for as long as the server is away.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest a statement waits for SQLite's one connection. The wait is a
+/// queue behind Herald's own statements (the flushes that make answers durable
+/// run off the connection, see [`wal_flush`]), which a machine busy with other
+/// work can stretch past a second with nothing wrong: a virtual machine whose
+/// cores are taken for a moment, writes held back while the kernel writes out
+/// much else. SQLite reports its own faults at once (a full disk, a read-only
+/// file, an I/O error); this deadline is for a statement stuck in the disk, or
+/// a lock another process holds on the file.
+pub const SQLITE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a statement waits for a connection of `backend`.
+pub fn acquire_timeout(backend: DbBackend) -> Duration {
+    if backend == DbBackend::Sqlite { SQLITE_ACQUIRE_TIMEOUT } else { ACQUIRE_TIMEOUT }
+}
 
 /// Rows a SQLite statement hands over before waiting for them to be read.
 const SQLITE_ROW_BUFFER: usize = 1024;
@@ -67,36 +81,44 @@ const SQLITE_ROW_BUFFER: usize = 1024;
 /// fresh connections.
 pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_string());
-    options.sqlx_logging(false).acquire_timeout(ACQUIRE_TIMEOUT);
+    options.sqlx_logging(false);
     if url.starts_with("sqlite:") {
-        options.max_connections(1).test_before_acquire(false).map_sqlx_sqlite_opts(move |opts| {
-            // FULL flushes the write-ahead log at every commit: each group commit of publishes
-            // (or attempts, or a claim) is one flush, made before any of its requests is answered.
-            let synchronous = match synchronous {
-                SqliteSynchronous::Full => sqlite::SqliteSynchronous::Full,
-                SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
-            };
-            opts.journal_mode(SqliteJournalMode::Wal)
-                // Retention's sweeper gives freed pages back (a new file only; m0012 converts an older one).
-                .auto_vacuum(SqliteAutoVacuum::Incremental)
-                .synchronous(synchronous)
-                .busy_timeout(Duration::from_secs(10))
-                // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
-                // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
-                // until this side took one.
-                .row_buffer_size(SQLITE_ROW_BUFFER)
-                .foreign_keys(true)
-                // 16 MiB of pages in memory: enough for the hot index pages. A larger cache made
-                // every commit slower (SQLite walks the cache at the end of each write), and a
-                // memory map made the whole file count as Herald's memory.
-                .pragma("cache_size", "-16384")
-                .pragma("mmap_size", "0")
-                .pragma("temp_store", "memory")
-                // Checkpoints run on a connection of their own (see `checkpoint`).
-                .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
-        });
+        options
+            .acquire_timeout(SQLITE_ACQUIRE_TIMEOUT)
+            .max_connections(1)
+            .test_before_acquire(false)
+            .map_sqlx_sqlite_opts(move |opts| {
+                // FULL flushes the write-ahead log at every commit: each group commit of publishes
+                // (or attempts, or a claim) is one flush, made before any of its requests is answered.
+                let synchronous = match synchronous {
+                    SqliteSynchronous::Full => sqlite::SqliteSynchronous::Full,
+                    SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
+                };
+                opts.journal_mode(SqliteJournalMode::Wal)
+                    // Retention's sweeper gives freed pages back (a new file only; m0012 converts an older one).
+                    .auto_vacuum(SqliteAutoVacuum::Incremental)
+                    .synchronous(synchronous)
+                    .busy_timeout(Duration::from_secs(10))
+                    // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
+                    // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
+                    // until this side took one.
+                    .row_buffer_size(SQLITE_ROW_BUFFER)
+                    .foreign_keys(true)
+                    // 16 MiB of pages in memory: enough for the hot index pages. A larger cache made
+                    // every commit slower (SQLite walks the cache at the end of each write), and a
+                    // memory map made the whole file count as Herald's memory.
+                    .pragma("cache_size", "-16384")
+                    .pragma("mmap_size", "0")
+                    .pragma("temp_store", "memory")
+                    // Checkpoints run on a connection of their own (see `checkpoint`).
+                    .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
+            });
     } else {
-        options.max_connections(16).min_connections(1).test_before_acquire_if_idle_for(PING_IF_IDLE_FOR);
+        options
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .max_connections(16)
+            .min_connections(1)
+            .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR);
         let parsed = url::Url::parse(url).ok();
         let port = parsed.as_ref().and_then(|u| u.port()).unwrap_or(5432);
         if parsed.as_ref().is_some_and(plain_on_loopback) {
@@ -114,7 +136,7 @@ pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<Databa
 
 /// How long Herald waits at start for a database that does not answer yet: a
 /// PostgreSQL server still starting beside it, a SQLite file on a disk busy
-/// enough that opening it takes longer than a request's [`ACQUIRE_TIMEOUT`].
+/// enough that opening it takes longer than a request waits ([`acquire_timeout`]).
 pub const START_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Opens the database at start: as [`connect_patiently`] with
@@ -222,7 +244,18 @@ pub fn is_postgres(db: &DatabaseConnection) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::plain_on_loopback;
+    use super::{SQLITE_ACQUIRE_TIMEOUT, plain_on_loopback};
+    use crate::config::SqliteSynchronous;
+
+    /// A statement waits behind SQLite's one connection longer than a second before it is
+    /// refused as if the database were away.
+    #[tokio::test]
+    async fn sqlite_s_one_connection_is_waited_for_longer_than_a_pooled_one() {
+        let db = super::connect("sqlite::memory:", SqliteSynchronous::Full).await.unwrap();
+        let pool = db.get_sqlite_connection_pool();
+        assert_eq!(pool.options().get_acquire_timeout(), SQLITE_ACQUIRE_TIMEOUT);
+        assert!(SQLITE_ACQUIRE_TIMEOUT > super::ACQUIRE_TIMEOUT);
+    }
 
     fn plain(url: &str) -> bool {
         plain_on_loopback(&url::Url::parse(url).unwrap())
