@@ -476,20 +476,18 @@ class HeraldServer:
             return None
 
     def log_tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return self._log_lines(lambda _: True, lines)
 
     def log_warnings(self, lines: int = 40) -> str:
         """The last `lines` warnings and errors of the log (what a failed check needs to explain it)."""
+        return self._log_lines(lambda line: " WARN " in line or " ERROR " in line, lines) or "(none)"
+
+    def _log_lines(self, keep: Callable[[str], bool], lines: int) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no log)"
-        found = [line for line in text.splitlines() if " WARN " in line or " ERROR " in line]
-        return "\n".join(found[-lines:]) or "(none)"
+        return "\n".join([line for line in text.splitlines() if keep(line)][-lines:])
 
     def __enter__(self) -> HeraldServer:
         return self.start()

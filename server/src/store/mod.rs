@@ -81,44 +81,38 @@ const SQLITE_ROW_BUFFER: usize = 1024;
 /// fresh connections.
 pub async fn connect(url: &str, synchronous: SqliteSynchronous) -> Result<DatabaseConnection, DbErr> {
     let mut options = ConnectOptions::new(url.to_string());
-    options.sqlx_logging(false);
-    if url.starts_with("sqlite:") {
-        options
-            .acquire_timeout(SQLITE_ACQUIRE_TIMEOUT)
-            .max_connections(1)
-            .test_before_acquire(false)
-            .map_sqlx_sqlite_opts(move |opts| {
-                // FULL flushes the write-ahead log at every commit: each group commit of publishes
-                // (or attempts, or a claim) is one flush, made before any of its requests is answered.
-                let synchronous = match synchronous {
-                    SqliteSynchronous::Full => sqlite::SqliteSynchronous::Full,
-                    SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
-                };
-                opts.journal_mode(SqliteJournalMode::Wal)
-                    // Retention's sweeper gives freed pages back (a new file only; m0012 converts an older one).
-                    .auto_vacuum(SqliteAutoVacuum::Incremental)
-                    .synchronous(synchronous)
-                    .busy_timeout(Duration::from_secs(10))
-                    // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
-                    // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
-                    // until this side took one.
-                    .row_buffer_size(SQLITE_ROW_BUFFER)
-                    .foreign_keys(true)
-                    // 16 MiB of pages in memory: enough for the hot index pages. A larger cache made
-                    // every commit slower (SQLite walks the cache at the end of each write), and a
-                    // memory map made the whole file count as Herald's memory.
-                    .pragma("cache_size", "-16384")
-                    .pragma("mmap_size", "0")
-                    .pragma("temp_store", "memory")
-                    // Checkpoints run on a connection of their own (see `checkpoint`).
-                    .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
-            });
+    let sqlite = url.starts_with("sqlite:");
+    let backend = if sqlite { DbBackend::Sqlite } else { DbBackend::Postgres };
+    options.sqlx_logging(false).acquire_timeout(acquire_timeout(backend));
+    if sqlite {
+        options.max_connections(1).test_before_acquire(false).map_sqlx_sqlite_opts(move |opts| {
+            // FULL flushes the write-ahead log at every commit: each group commit of publishes
+            // (or attempts, or a claim) is one flush, made before any of its requests is answered.
+            let synchronous = match synchronous {
+                SqliteSynchronous::Full => sqlite::SqliteSynchronous::Full,
+                SqliteSynchronous::Normal => sqlite::SqliteSynchronous::Normal,
+            };
+            opts.journal_mode(SqliteJournalMode::Wal)
+                // Retention's sweeper gives freed pages back (a new file only; m0012 converts an older one).
+                .auto_vacuum(SqliteAutoVacuum::Incremental)
+                .synchronous(synchronous)
+                .busy_timeout(Duration::from_secs(10))
+                // A batch's RETURNING rows (a claim's, a publish's) fit in the channel from
+                // SQLite's thread, which would otherwise stop at every row beyond sqlx's 50
+                // until this side took one.
+                .row_buffer_size(SQLITE_ROW_BUFFER)
+                .foreign_keys(true)
+                // 16 MiB of pages in memory: enough for the hot index pages. A larger cache made
+                // every commit slower (SQLite walks the cache at the end of each write), and a
+                // memory map made the whole file count as Herald's memory.
+                .pragma("cache_size", "-16384")
+                .pragma("mmap_size", "0")
+                .pragma("temp_store", "memory")
+                // Checkpoints run on a connection of their own (see `checkpoint`).
+                .pragma("wal_autocheckpoint", checkpoint::WRITER_BACKSTOP_PAGES)
+        });
     } else {
-        options
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .max_connections(16)
-            .min_connections(1)
-            .test_before_acquire_if_idle_for(PING_IF_IDLE_FOR);
+        options.max_connections(16).min_connections(1).test_before_acquire_if_idle_for(PING_IF_IDLE_FOR);
         let parsed = url::Url::parse(url).ok();
         let port = parsed.as_ref().and_then(|u| u.port()).unwrap_or(5432);
         if parsed.as_ref().is_some_and(plain_on_loopback) {
