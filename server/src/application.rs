@@ -21,7 +21,7 @@ use crate::service::subscriptions::seal_plaintext_secrets;
 use crate::service::users::ensure_admin_user;
 use crate::service::{ServiceError, Services};
 use crate::store::owner::FileOwner;
-use crate::store::wal_flush::{WalFlush, WroteOnSafeMethod};
+use crate::store::wal_flush::{Flushed, WalFlush, WroteOnSafeMethod};
 use crate::{api, store, telemetry, ui};
 
 /// The `herald_meta` row naming the key the database's secrets are sealed with.
@@ -177,7 +177,8 @@ impl Application {
 
 /// Sends the answer to a request that may have changed state only once
 /// SQLite's log is on disk (see [`WalFlush`]): every method but the safe ones,
-/// and an answer its handler marked [`WroteOnSafeMethod`]. Nothing to do when
+/// and an answer its handler marked [`WroteOnSafeMethod`]; not an answer marked
+/// [`Flushed`], whose writes were flushed before it was made. Nothing to do when
 /// each commit flushes itself, or on PostgreSQL.
 async fn flush_before_answer(
     axum::extract::State(wal): axum::extract::State<Option<Arc<WalFlush>>>,
@@ -187,7 +188,9 @@ async fn flush_before_answer(
     let Some(wal) = wal else { return next.run(request).await };
     let safe = request.method().is_safe();
     let response = next.run(request).await;
-    if safe && response.extensions().get::<WroteOnSafeMethod>().is_none() {
+    if safe && response.extensions().get::<WroteOnSafeMethod>().is_none()
+        || response.extensions().get::<Flushed>().is_some()
+    {
         return response;
     }
     match wal.flush().await {
@@ -214,16 +217,22 @@ mod tests {
 
     use super::*;
 
-    /// Every route answers 200, `/wrote` marked as a safe request that wrote; the layer decides
-    /// what else happens.
+    /// Every route answers 200, `/wrote` marked as a safe request that wrote, `/flushed` as
+    /// already flushed; the layer decides what else happens.
     fn app(wal: WalFlush) -> axum::Router {
         let wrote = || async {
             let mut response = "done".into_response();
             response.extensions_mut().insert(WroteOnSafeMethod);
             response
         };
+        let flushed = || async {
+            let mut response = "done".into_response();
+            response.extensions_mut().insert(Flushed);
+            response
+        };
         axum::Router::new()
             .route("/wrote", any(wrote))
+            .route("/flushed", any(flushed))
             .route("/{*path}", any(|| async { "done" }))
             .layer(axum::middleware::from_fn_with_state(Some(Arc::new(wal)), flush_before_answer))
     }
@@ -251,6 +260,8 @@ mod tests {
         // A GET whose handler says it wrote (opening a portal link) waits too; the path alone does not.
         assert_eq!(status(&failing, Method::GET, "/wrote").await.0, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(status(&failing, Method::GET, "/portal/hp_x").await.0, StatusCode::OK);
+        // An answer whose handler waited for its own flush (a publish) is not flushed again.
+        assert_eq!(status(&failing, Method::POST, "/flushed").await.0, StatusCode::OK);
 
         // A log that can be flushed lets the answer through.
         let dir = std::env::temp_dir().join(format!("herald-flush-layer-{}", std::process::id()));

@@ -1,8 +1,8 @@
 //! Publishing, and the archive of kept events: listing, finding by CloudEvent id, replaying a window.
 
-use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use domain::dto;
 use domain::event::schema::{CloudEventBatch, CloudEventBody};
 use domain::query::{CustomerQuery, EventKeyQuery, EventQuery, text_of};
@@ -18,6 +18,7 @@ use super::rate_limit::PublishPermit;
 use super::schemas::{EventReadErrors, ListErrors, PublishErrors, WindowReplayErrors};
 use super::state::ApiState;
 use crate::service::{Principal, events, replays};
+use crate::store::wal_flush::Flushed;
 
 pub fn router() -> OpenApiRouter<ApiState> {
     OpenApiRouter::default()
@@ -40,8 +41,10 @@ async fn publish(
     PublishPermit(who): PublishPermit,
     Params(q): Params<CustomerQuery>,
     Published { events, batch }: Published,
-) -> ApiResult<(StatusCode, Json<dto::PublishResult>)> {
-    Ok((StatusCode::ACCEPTED, Json(events::publish(&s, &who, text_of(&q.customer_id), events, batch).await?)))
+) -> ApiResult<(StatusCode, Extension<Flushed>, Json<dto::PublishResult>)> {
+    let published = events::publish(&s, &who, text_of(&q.customer_id), events, batch).await?;
+    // The intake answers once the batch's commit is flushed: nothing is left to flush.
+    Ok((StatusCode::ACCEPTED, Extension(Flushed), Json(published)))
 }
 
 #[utoipa::path(get, path = "/api/v1/events", tag = "events", params(EventQuery),

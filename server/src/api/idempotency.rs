@@ -30,6 +30,7 @@ use crate::service::idempotency::{self, Scope};
 use crate::service::{Principal, ServiceError};
 use crate::store::entities::idempotency_key;
 use crate::store::idempotency_keys::{self, Answer, Claim, DONE, KEPT_MS};
+use crate::store::wal_flush::Flushed;
 
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
@@ -83,7 +84,10 @@ async fn keyed(state: &ApiState, request: Request, next: Next) -> Result<Respons
     let request = Request::from_parts(parts, Body::from(body));
     let response = idempotency::within(scope.clone(), next.run(request)).await;
     held.scope = None;
-    Ok(finish(state, &scope, response).await)
+    let mut response = finish(state, &scope, response).await;
+    // The key's row was written before the handler ran, and its answer may be written after.
+    response.extensions_mut().remove::<Flushed>();
+    Ok(response)
 }
 
 /// A key held by a request still running; dropped with the request, it lets the key go.

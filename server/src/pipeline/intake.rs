@@ -33,6 +33,7 @@ use crate::store::endpoints::gate_of;
 use crate::store::entities::{endpoint, event, message};
 use crate::store::health::DatabaseHealth;
 use crate::store::messages::{PAUSED, message_for};
+use crate::store::wal_flush::WalFlush;
 use crate::store::{events, notify, processes, subscriptions};
 
 type Result<T> = std::result::Result<T, PublishError>;
@@ -57,12 +58,17 @@ pub struct IntakeContext {
     pub process: i32,
     /// Where the publishes' spans go, when they are exported.
     pub spans: Option<Arc<Spans>>,
+    /// The flush that makes a batch durable before its requests are answered (SQLite with
+    /// `sqlite_synchronous = full`).
+    pub wal: Option<Arc<WalFlush>>,
 }
+
+type Reply = oneshot::Sender<Result<PublishResult>>;
 
 struct Request {
     customer_id: CustomerId,
     events: Vec<CloudEvent>,
-    reply: oneshot::Sender<Result<PublishResult>>,
+    reply: Reply,
 }
 
 #[derive(Clone)]
@@ -135,9 +141,7 @@ async fn commit_batch(parts: Arc<IntakeContext>, routes: Arc<Routes>, batch: Vec
                 // The permits reserved for repeated events are free again.
                 parts.wake.permits_freed();
             }
-            for (reply, answer) in replies.into_iter().zip(written.answers) {
-                let _ = reply.send(answer);
-            }
+            answer_once_durable(parts.wal.clone(), replies, written.answers);
         }
         Err(e) => {
             match &e {
@@ -150,6 +154,29 @@ async fn commit_batch(parts: Arc<IntakeContext>, routes: Arc<Routes>, batch: Vec
         }
     }
     crate::telemetry::hot().publish_batch.record(size as f64);
+}
+
+/// Answers a committed batch's requests once its commit is on disk. The flush
+/// starts as the commit returns, one for the whole batch, while the next batch
+/// is written; the requests' answers then need no flush of their own (see
+/// [`Flushed`](crate::store::wal_flush::Flushed)), where each asking on its own,
+/// as its answer left, made most of them wait for a second flush.
+fn answer_once_durable(wal: Option<Arc<WalFlush>>, replies: Vec<Reply>, answers: Vec<Result<PublishResult>>) {
+    let send = |answers: Vec<Result<PublishResult>>| {
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            let _ = reply.send(answer);
+        }
+    };
+    let Some(wal) = wal else { return send(answers) };
+    tokio::spawn(async move {
+        match wal.flush().await {
+            Ok(()) => send(answers),
+            Err(e) => {
+                let failed = PublishError::Db(DbErr::Custom(format!("flushing the write-ahead log: {e}")));
+                send(answers.into_iter().map(|_| Err(failed.clone())).collect());
+            }
+        }
+    });
 }
 
 struct Written {
@@ -492,4 +519,47 @@ async fn earlier(db: &DatabaseConnection, row: &event::Model) -> Result<Publishe
         .ok_or(PublishError::Conflict("the event is being published concurrently; try again".into()))?;
     let message_ids = existing.message_id_list();
     Ok(PublishedEvent { id: existing.ce_id, source: existing.source, duplicate: true, message_ids })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(id: &str) -> Result<PublishResult> {
+        let event = PublishedEvent { id: id.into(), source: "/s".into(), duplicate: false, message_ids: Vec::new() };
+        Ok(PublishResult { events: vec![event] })
+    }
+
+    /// Answers `n` requests of a committed batch through `wal`; returns what each got.
+    async fn answered(wal: Option<Arc<WalFlush>>, n: usize) -> Vec<Result<PublishResult>> {
+        let (replies, answers): (Vec<_>, Vec<_>) = (0..n).map(|_| oneshot::channel()).unzip();
+        answer_once_durable(wal, replies, (0..n).map(|i| published(&format!("e{i}"))).collect());
+        futures::future::join_all(answers).await.into_iter().map(|answer| answer.unwrap()).collect()
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_answered_after_one_flush_of_its_commit() {
+        let dir = std::env::temp_dir().join(format!("herald-intake-flush-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.db-wal"), b"frames").unwrap();
+        let wal = Arc::new(WalFlush::of_log(dir.join("h.db-wal")));
+        let answers = answered(Some(wal.clone()), 3).await;
+        let ids: Vec<_> = answers.into_iter().map(|a| a.unwrap().events[0].id.clone()).collect();
+        assert_eq!(ids, ["e0", "e1", "e2"]);
+        assert_eq!(wal.flushes(), 1, "one flush for the batch, not one per request");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        // Without a flush of Herald's own (PostgreSQL, `normal`), the answers go at once.
+        assert!(answered(None, 2).await.iter().all(|a| a.is_ok()));
+    }
+
+    #[tokio::test]
+    async fn a_batch_whose_flush_fails_is_answered_with_the_failure() {
+        // A log whose directory is a file cannot be opened, so it cannot be flushed.
+        let wal = Arc::new(WalFlush::of_log("/proc/self/status/h.db-wal".into()));
+        for answer in answered(Some(wal), 2).await {
+            let error = answer.unwrap_err();
+            assert!(error.to_string().contains("flushing the write-ahead log"), "{error}");
+        }
+    }
 }

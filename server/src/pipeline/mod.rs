@@ -159,6 +159,7 @@ impl Pipeline {
             lease_ms: lease_ms(&settings.delivery),
             process,
             spans: spans.clone(),
+            wal: wal.clone(),
         });
         let (gauges, paces) = (Arc::default(), EndpointPaces::default());
         let replay_wake = Arc::default();

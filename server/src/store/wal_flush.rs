@@ -5,7 +5,9 @@
 //! only repeats a delivery), never queue behind a flush. Whatever is answered to
 //! a client is flushed here before the answer leaves: one `fdatasync` of the log,
 //! made off the writer connection (the next transaction runs meanwhile) and
-//! shared by every answer waiting when it starts.
+//! shared by every answer waiting when it starts. A publish batch asks once,
+//! as its commit returns, and answers its requests after that flush (they are
+//! marked [`Flushed`]); any other answer asks as it leaves (the flush layer).
 //!
 //! Why that is enough: in WAL mode a commit is durable once the log's frames up
 //! to its commit frame are on disk, and a flush of the log file begun after the
@@ -27,6 +29,13 @@ use crate::config::{Settings, SqliteSynchronous};
 /// layer then makes it wait for the flush, as it does every other method's.
 #[derive(Clone, Copy, Debug)]
 pub struct WroteOnSafeMethod;
+
+/// Marks an answer whose writes were on disk before it was made: a publish's,
+/// which the intake answers only after the flush of its batch's commit. The
+/// flush layer lets it through without a flush of its own. A layer that writes
+/// after the handler (an `Idempotency-Key`'s kept answer) takes the mark off.
+#[derive(Clone, Copy, Debug)]
+pub struct Flushed;
 
 pub struct WalFlush {
     wal: PathBuf,
@@ -88,6 +97,12 @@ impl WalFlush {
         #[cfg(test)]
         self.flushes.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Flushes made so far.
+    #[cfg(test)]
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
     }
 }
 
