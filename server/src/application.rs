@@ -195,10 +195,7 @@ async fn flush_before_answer(
     }
     match wal.flush().await {
         Ok(()) => response,
-        Err(e) => {
-            let failed = sea_orm::DbErr::Custom(format!("flushing the write-ahead log: {e}"));
-            ApiError::from(ServiceError::Db(failed)).into_response()
-        }
+        Err(failed) => ApiError::from(ServiceError::Db(failed)).into_response(),
     }
 }
 
@@ -248,7 +245,7 @@ mod tests {
     #[tokio::test]
     async fn answers_that_may_change_state_wait_for_the_flush_and_reads_do_not() {
         // A log that cannot be flushed shows which answers wait for a flush: they fail.
-        let failing = app(WalFlush::of_log("/proc/self/status/h.db-wal".into()));
+        let failing = app(WalFlush::failing());
         for method in [Method::GET, Method::HEAD, Method::OPTIONS] {
             assert_eq!(status(&failing, method.clone(), "/api/v1/messages").await.0, StatusCode::OK, "{method}");
         }
@@ -264,10 +261,8 @@ mod tests {
         assert_eq!(status(&failing, Method::POST, "/flushed").await.0, StatusCode::OK);
 
         // A log that can be flushed lets the answer through.
-        let dir = std::env::temp_dir().join(format!("herald-flush-layer-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("h.db-wal"), b"frames").unwrap();
-        let flushing = app(WalFlush::of_log(dir.join("h.db-wal")));
+        let (flushing, dir) = WalFlush::in_temp_dir("herald-flush-layer");
+        let flushing = app(flushing);
         assert_eq!(status(&flushing, Method::POST, "/api/v1/subscriptions").await, (StatusCode::OK, "done".into()));
         std::fs::remove_dir_all(&dir).unwrap();
     }

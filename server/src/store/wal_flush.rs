@@ -20,6 +20,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use sea_orm::DbErr;
 use tokio::sync::Mutex;
 
 use crate::config::{Settings, SqliteSynchronous};
@@ -81,8 +82,13 @@ impl WalFlush {
         }
     }
 
-    /// Returns once everything committed before the call is on disk.
-    pub async fn flush(&self) -> io::Result<()> {
+    /// Returns once everything committed before the call is on disk; a flush
+    /// that fails is the store's error, which answers 503.
+    pub async fn flush(&self) -> Result<(), DbErr> {
+        self.flush_log().await.map_err(|e| DbErr::Custom(format!("flushing the write-ahead log: {e}")))
+    }
+
+    async fn flush_log(&self) -> io::Result<()> {
         let ticket = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let mut covered = self.covered.lock().await;
         if *covered >= ticket {
@@ -103,6 +109,22 @@ impl WalFlush {
     #[cfg(test)]
     pub fn flushes(&self) -> u64 {
         self.flushes.load(Ordering::Relaxed)
+    }
+
+    /// The flush of a log file made for a test, in a directory of its own named
+    /// after `name`, which the caller removes.
+    #[cfg(test)]
+    pub fn in_temp_dir(name: &str) -> (WalFlush, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.db-wal"), b"frames").unwrap();
+        (WalFlush::of_log(dir.join("h.db-wal")), dir)
+    }
+
+    /// The flush of a log that cannot be opened (its directory is a file), so every flush fails.
+    #[cfg(test)]
+    pub fn failing() -> WalFlush {
+        WalFlush::of_log("/proc/self/status/h.db-wal".into())
     }
 }
 
@@ -160,8 +182,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_flush_is_an_error_and_covers_no_one() {
-        // A log whose directory is a file cannot be opened.
-        let flush = WalFlush::of_log(PathBuf::from("/proc/self/status/h.db-wal"));
+        let flush = WalFlush::failing();
         assert!(flush.flush().await.is_err());
         assert!(flush.flush().await.is_err(), "the next caller tries again");
         assert_eq!(*flush.covered.lock().await, 0);
