@@ -59,6 +59,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     return_freed_memory_soon();
+    // SAFETY: nothing has used SQLite yet; see the module's comment.
+    unsafe { store::sqlite_memory::configure() };
     let cli = Cli::parse();
     telemetry::init_logging();
     let settings = match Settings::load(cli.config.as_deref()) {

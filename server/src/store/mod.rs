@@ -29,6 +29,7 @@ pub mod replays;
 pub mod retention;
 pub mod sessions;
 pub mod sqlite_direct;
+pub mod sqlite_memory;
 pub mod subscriptions;
 pub mod users;
 pub mod wal_flush;
