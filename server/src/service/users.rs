@@ -20,15 +20,16 @@ use crate::store::{customers, is_unique_violation, users};
 
 /// A hash to verify against when the username is unknown, so that a wrong
 /// username costs as long as a wrong password.
-static DECOY_HASH: LazyLock<String> = LazyLock::new(|| hash_password("no such user"));
+static DECOY_HASH: LazyLock<String> = LazyLock::new(|| hashed("no such user"));
 
 /// The user with this name and password, if both are right.
 pub async fn verify_login(services: &Services, username: &str, password: &str) -> Result<Option<user::Model>> {
     let found = users::find_by_username(&services.db, username).await?;
-    let hash = found.as_ref().map(|u| u.password_hash.clone()).unwrap_or_else(|| DECOY_HASH.clone());
+    let hash = found.as_ref().map(|u| u.password_hash.clone());
     let password = password.to_string();
-    // Argon2 is deliberately slow: keep it off the async threads.
+    // Argon2 is deliberately slow: keep it off the async threads (the decoy is made there too, once).
     let valid = tokio::task::spawn_blocking(move || {
+        let hash = hash.unwrap_or_else(|| DECOY_HASH.clone());
         PasswordHash::new(&hash)
             .is_ok_and(|parsed| Argon2::default().verify_password(password.as_bytes(), &parsed).is_ok())
     })
@@ -77,7 +78,7 @@ pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Res
     let row = user::Model {
         id: ids::new(),
         username,
-        password_hash: hash_password(&password),
+        password_hash: hash_password(password).await,
         role,
         customer_id,
         created_at: services.now_ms(),
@@ -92,7 +93,14 @@ pub async fn create(services: &Services, who: &Principal, body: UserBody) -> Res
     idempotency::commit_answering(txn, view(row)).await
 }
 
-fn hash_password(password: &str) -> String {
+/// `password`'s Argon2 hash, made on Tokio's blocking threads: it takes tens of milliseconds of CPU,
+/// and on an async worker it would hold up every task queued behind it there (a transaction that holds
+/// SQLite's one connection among them). An empty hash, which no password matches, if the work is lost.
+async fn hash_password(password: String) -> String {
+    tokio::task::spawn_blocking(move || hashed(&password)).await.unwrap_or_default()
+}
+
+fn hashed(password: &str) -> String {
     let salt = SaltString::encode_b64(&crate::ids::random_bytes::<16>()).expect("16 bytes make a valid salt");
     Argon2::default().hash_password(password.as_bytes(), &salt).map(|h| h.to_string()).unwrap_or_default()
 }
@@ -114,7 +122,7 @@ pub async fn ensure_admin_user(services: &Services) -> Result<()> {
     let row = user::Model {
         id: ids::new(),
         username: "admin".into(),
-        password_hash: hash_password(&password),
+        password_hash: hash_password(password).await,
         role: Role::Admin,
         customer_id: None,
         created_at: services.now_ms(),
@@ -122,5 +130,22 @@ pub async fn ensure_admin_user(services: &Services) -> Result<()> {
     match users::insert(&services.db, row).await {
         Err(e) if is_unique_violation(&e) => Ok(()),
         other => Ok(other?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_password_is_hashed_off_the_async_thread() {
+        // This test's runtime has one thread: had the hash run on it, the spawned task would
+        // have finished within its first poll, before this one resumed.
+        let hashing = tokio::spawn(hash_password("correct horse".into()));
+        tokio::task::yield_now().await;
+        assert!(!hashing.is_finished(), "the hash ran on the runtime's thread");
+        let hash = hashing.await.unwrap();
+        let parsed = PasswordHash::new(&hash).unwrap();
+        assert!(Argon2::default().verify_password(b"correct horse", &parsed).is_ok());
     }
 }
