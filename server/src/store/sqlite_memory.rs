@@ -18,13 +18,13 @@ use std::ffi::{c_int, c_void};
 use libmimalloc_sys as mi;
 use rusqlite::ffi;
 
-/// Tells SQLite to allocate from mimalloc and to keep no statistics. Returns
-/// whether SQLite took it: not when it has already initialized.
+/// Tells SQLite to allocate from mimalloc and to keep no statistics. SQLite
+/// refuses both once it has initialized, and then keeps its defaults.
 ///
 /// # Safety
 /// No other thread may use SQLite while this runs (call it before any
 /// connection opens).
-pub unsafe fn configure() -> bool {
+pub unsafe fn configure() {
     let methods = ffi::sqlite3_mem_methods {
         xMalloc: Some(malloc),
         xFree: Some(free),
@@ -37,8 +37,8 @@ pub unsafe fn configure() -> bool {
     };
     // SAFETY: as the caller promises; SQLite copies `methods` before it returns.
     unsafe {
-        ffi::sqlite3_config(ffi::SQLITE_CONFIG_MEMSTATUS, 0 as c_int) == ffi::SQLITE_OK
-            && ffi::sqlite3_config(ffi::SQLITE_CONFIG_MALLOC, &raw const methods) == ffi::SQLITE_OK
+        ffi::sqlite3_config(ffi::SQLITE_CONFIG_MEMSTATUS, 0 as c_int);
+        ffi::sqlite3_config(ffi::SQLITE_CONFIG_MALLOC, &raw const methods);
     }
 }
 
