@@ -1,12 +1,23 @@
 //! The event-type catalog's schemas: a JSON Schema (draft 2020-12) for the
 //! `data` of the events of one type, compiled once and checked on every event
 //! of that type that is published. No reference outside the schema is fetched.
+//!
+//! A `pattern` is matched by fancy-regex, which follows ECMAScript's look-around
+//! and back-references by backtracking. Backtracking can take exponential time,
+//! and every publish of the customer's events waits for its check, so a match
+//! may take at most [`PATTERN_BACKTRACK_LIMIT`] steps: one that needs more is
+//! undecided, and the data is refused with a message that says so. Patterns
+//! without look-around or back-references run in linear time and never reach it.
 
 use base64::Engine;
-use jsonschema::Validator;
+use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 
 use crate::event::{CloudEvent, is_json_type};
+
+/// Backtracking steps a `pattern` may take on one string (fancy-regex's own default is 1 000 000,
+/// tens of milliseconds, once per matching string of an event).
+pub const PATTERN_BACKTRACK_LIMIT: usize = 10_000;
 
 /// A schema that compiled.
 pub struct DataSchema {
@@ -30,6 +41,7 @@ impl DataSchema {
         }
         jsonschema::draft202012::options()
             .offline()
+            .with_pattern_options(PatternOptions::fancy_regex().backtrack_limit(PATTERN_BACKTRACK_LIMIT))
             .build(schema)
             .map(|validator| DataSchema { validator })
             .map_err(|error| format!("is not valid JSON Schema (draft 2020-12): {error}"))
@@ -134,6 +146,16 @@ mod tests {
         assert!(DataSchema::compile(&json!({"minimum": "five"})).is_err());
         assert!(DataSchema::compile(&json!([1, 2])).is_err());
         assert!(DataSchema::compile(&json!(true)).is_ok());
+    }
+
+    #[test]
+    fn a_pattern_that_backtracks_past_the_limit_is_undecided_and_refused() {
+        // Proving that no `a`-run ends in `b` backtracks through every split of the run: ~2^n steps.
+        let schema = DataSchema::compile(&json!({"type": "string", "pattern": "^(?!(a|aa)*(?=b))"})).unwrap();
+        assert!(schema.check(&json!("a".repeat(8))).is_empty(), "a short run is decided: it matches");
+        let errors = schema.check(&json!("a".repeat(22)));
+        assert_eq!(errors.len(), 1, "a long run is not decided within the limit: {errors:?}");
+        assert!(errors[0].contains("backtracking"), "{errors:?}");
     }
 
     #[test]

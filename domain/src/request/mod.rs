@@ -214,7 +214,8 @@ request_body! {
     EventTypePatch {
         clearable description: Text<1000>,
         /// A JSON Schema (draft 2020-12) for the `data` of the type's events: publishing one whose data
-        /// breaks it is refused (422)
+        /// breaks it is refused (422). A `pattern` match may backtrack at most 10 000 steps (look-around
+        /// and back-references backtrack); one that needs more is undecided, and refused
         clearable schema: JsonSchemaDocument,
         /// An event's `data` that `send-example` publishes; it must validate against `schema`
         clearable example: AnyJson;

@@ -20,7 +20,7 @@ use domain::filter::{Filter, Message};
 use domain::operational::type_matches;
 use domain::policy::RetryPolicy;
 
-use crate::store::entities::{endpoint, subscription};
+use crate::store::entities::{endpoint, event_type, subscription};
 use crate::store::event_types;
 use crate::store::events::{Routed, RoutedCustomer, RoutedEndpoint};
 use crate::store::subscriptions::{self, policy_of};
@@ -132,20 +132,9 @@ impl Routes {
         // The versions first: a change committed between the two reads leaves an older version
         // beside newer subscriptions, which the write's check refuses, never the reverse.
         let versions = subscriptions::routing_versions(db, &missing).await?;
-        let mut routed: HashMap<CustomerId, Vec<RoutedSubscription>> = HashMap::new();
-        for (subscription, endpoint) in subscriptions::routable_with_endpoints(db, &missing).await? {
-            let routed_subscription = RoutedSubscription::new(subscription, endpoint);
-            routed.entry(routed_subscription.subscription.customer_id.clone()).or_default().push(routed_subscription);
-        }
-        let mut schemas = schemas_of(db, &missing).await?;
-        let read: Vec<Arc<Route>> = missing
-            .into_iter()
-            .map(|id| {
-                let subscriptions = routed.remove(&id).unwrap_or_default();
-                let schemas = schemas.remove(&id).unwrap_or_default();
-                Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions, schemas })
-            })
-            .collect();
+        let subscription_rows = subscriptions::routable_with_endpoints(db, &missing).await?;
+        let schema_rows = event_types::with_schemas(db, &missing).await?;
+        let read = compiled_apart(missing, versions, subscription_rows, schema_rows).await;
         for route in &read {
             if route.version.is_some() {
                 self.known.insert(route.customer_id.clone(), route.clone());
@@ -163,14 +152,48 @@ impl Routes {
     }
 }
 
-/// The compiled schemas of these customers' catalogs. One that no longer compiles (it was accepted
-/// by another version of Herald) checks nothing.
-async fn schemas_of(
-    db: &impl ConnectionTrait,
-    customer_ids: &[CustomerId],
-) -> Result<HashMap<CustomerId, HashMap<String, DataSchema>>, DbErr> {
+/// [`compiled`] on a blocking thread. Filters and schemas are the customers' own and may take long
+/// to compile; meanwhile this task's worker, and what waits on it (such as a connection going back
+/// to its pool, spawned as the last query ended), is not held up.
+async fn compiled_apart(
+    customer_ids: Vec<CustomerId>,
+    versions: std::collections::HashMap<CustomerId, i64>,
+    subscriptions: Vec<(subscription::Model, Option<endpoint::Model>)>,
+    schemas: Vec<event_type::Model>,
+) -> Vec<Arc<Route>> {
+    tokio::task::spawn_blocking(move || compiled(customer_ids, &versions, subscriptions, schemas))
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+}
+
+/// The routes of `customer_ids` from their rows, with their filters and schemas compiled.
+fn compiled(
+    customer_ids: Vec<CustomerId>,
+    versions: &std::collections::HashMap<CustomerId, i64>,
+    subscriptions: Vec<(subscription::Model, Option<endpoint::Model>)>,
+    schemas: Vec<event_type::Model>,
+) -> Vec<Arc<Route>> {
+    let mut routed: HashMap<CustomerId, Vec<RoutedSubscription>> = HashMap::new();
+    for (subscription, endpoint) in subscriptions {
+        let routed_subscription = RoutedSubscription::new(subscription, endpoint);
+        routed.entry(routed_subscription.subscription.customer_id.clone()).or_default().push(routed_subscription);
+    }
+    let mut schemas = schemas_of(schemas);
+    customer_ids
+        .into_iter()
+        .map(|id| {
+            let subscriptions = routed.remove(&id).unwrap_or_default();
+            let schemas = schemas.remove(&id).unwrap_or_default();
+            Arc::new(Route { version: versions.get(&id).copied(), customer_id: id, subscriptions, schemas })
+        })
+        .collect()
+}
+
+/// The compiled schemas of these catalog rows, by customer. One that no longer compiles (it was
+/// accepted by another version of Herald) checks nothing.
+fn schemas_of(rows: Vec<event_type::Model>) -> HashMap<CustomerId, HashMap<String, DataSchema>> {
     let mut schemas: HashMap<CustomerId, HashMap<String, DataSchema>> = HashMap::new();
-    for row in event_types::with_schemas(db, customer_ids).await? {
+    for row in rows {
         let document = row.schema.as_deref().and_then(|text| serde_json::from_str(text).ok());
         match document.map(|schema| DataSchema::compile(&schema)) {
             Some(Ok(compiled)) => {
@@ -179,7 +202,7 @@ async fn schemas_of(
             _ => tracing::warn!(event_type = %row.name, "a stored schema does not compile; it checks nothing"),
         }
     }
-    Ok(schemas)
+    schemas
 }
 
 /// What a batch routed with `routes` must find unchanged when it is written.
@@ -227,6 +250,37 @@ mod tests {
             created_at: 0,
             updated_at: 0,
         }
+    }
+
+    fn event_type(name: &str, schema: &str) -> event_type::Model {
+        event_type::Model {
+            id: format!("evt_{name}").into(),
+            customer_id: "cus_1".into(),
+            name: name.into(),
+            description: None,
+            schema: Some(schema.into()),
+            example: None,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn filters_and_schemas_are_compiled_off_the_async_thread() {
+        let mut filtered = subscription(r#"["order.created"]"#);
+        filtered.filter = Some("message.data.total > 10".into());
+        let versions = [(CustomerId::from("cus_1"), 3)].into_iter().collect();
+        let schemas = vec![event_type("order.created", r#"{"type":"object"}"#), event_type("broken", "[1]")];
+        // This test's runtime has one thread: had the compiling run on it, the spawned task would
+        // have finished within its first poll, before this one resumed.
+        let compiling = tokio::spawn(compiled_apart(vec!["cus_1".into()], versions, vec![(filtered, None)], schemas));
+        tokio::task::yield_now().await;
+        assert!(!compiling.is_finished(), "the compiling ran on the runtime's thread");
+        let routes = compiling.await.unwrap();
+        let route = &routes[0];
+        assert_eq!(route.version, Some(3));
+        assert!(matches!(route.subscriptions[0].filter, Some(StoredFilter::Compiled(_))));
+        assert_eq!(route.schemas.keys().collect::<Vec<_>>(), ["order.created"], "a broken schema checks nothing");
     }
 
     #[test]
