@@ -77,7 +77,7 @@ impl Lanes {
         let mut waiting = Waiting::default();
         let mut last_sweep = 0i64;
         let mut planner = ClaimPlanner::default();
-        let mut claiming: Option<Claiming> = None;
+        let mut claiming: Option<Claiming<(ClaimPlan, Vec<Job>)>> = None;
         while !*shutdown.borrow() {
             while in_flight.try_join_next().is_some() {}
             while let Some(one) = handed.as_mut().and_then(|h| h.try_recv().ok()) {
@@ -102,7 +102,7 @@ impl Lanes {
             if claiming.is_none() {
                 claiming = self.plan_claim(&workers, &waiting, &mut planner, now).map(|plan| {
                     let (lanes, shutdown) = (self.clone(), shutdown.clone());
-                    Box::pin(async move { lanes.claim_planned(lane, plan, shutdown).await }) as Claiming
+                    Claiming::start(async move { lanes.claim_planned(lane, plan, shutdown).await })
                 });
             }
             let now = self.pipeline.now_ms();
@@ -125,8 +125,8 @@ impl Lanes {
             }
         }
         // A claim under way finishes, so that its messages are put back rather than left leased.
-        if let Some(claim) = claiming {
-            let (plan, jobs) = claim.await;
+        if let Some(mut claim) = claiming {
+            let (plan, jobs) = claim.finished().await;
             self.claimed(lane, plan, jobs, &mut waiting, &mut planner);
         }
         self.stop(lane, handed, in_flight, waiting).await;
@@ -368,7 +368,22 @@ impl Lanes {
 }
 
 /// A claim under way: what was planned, and what it brought.
-type Claiming = std::pin::Pin<Box<dyn std::future::Future<Output = (ClaimPlan, Vec<Job>)> + Send>>;
+/// A claim under way, run as a task of its own beside the lane's loop. The loop awaits the
+/// database itself (putting messages back, expiring held ones): a claim that were one of the
+/// loop's own futures would not be polled meanwhile, and the connection it holds between its
+/// statements (SQLite's only one) would keep the loop's statement waiting until its acquire timed
+/// out, reported as an outage.
+struct Claiming<T>(tokio::task::JoinHandle<T>);
+
+impl<T: Send + 'static> Claiming<T> {
+    fn start(claim: impl std::future::Future<Output = T> + Send + 'static) -> Claiming<T> {
+        Claiming(tokio::spawn(claim))
+    }
+
+    async fn finished(&mut self) -> T {
+        (&mut self.0).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+    }
+}
 
 /// A claim's scope and size, decided by the lane's loop.
 struct ClaimPlan {
@@ -381,9 +396,9 @@ struct ClaimPlan {
 }
 
 /// What the claim under way brought, when it ends; never, while none is.
-async fn next_claimed(claiming: &mut Option<Claiming>) -> (ClaimPlan, Vec<Job>) {
+async fn next_claimed(claiming: &mut Option<Claiming<(ClaimPlan, Vec<Job>)>>) -> (ClaimPlan, Vec<Job>) {
     match claiming {
-        Some(claim) => claim.await,
+        Some(claim) => claim.finished().await,
         None => std::future::pending().await,
     }
 }
@@ -393,5 +408,30 @@ async fn next_handed(handed: &mut Option<UnboundedReceiver<Dispatch>>) -> Option
     match handed {
         Some(incoming) => incoming.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    use super::Claiming;
+    use crate::config::SqliteSynchronous;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_claim_goes_on_while_the_loop_waits_for_the_database() {
+        // SQLite: one connection, which the claim takes first and holds until it commits.
+        let db = crate::store::connect("sqlite::memory:", SqliteSynchronous::Full).await.unwrap();
+        let theirs = db.clone();
+        let mut claim = Claiming::start(async move {
+            let txn = theirs.begin().await.unwrap();
+            txn.execute_unprepared("SELECT 1").await.unwrap();
+            txn.commit().await.unwrap();
+        });
+        // The loop's select polls the claim once, then the loop runs a statement of its own.
+        assert!(futures::poll!(std::pin::pin!(claim.finished())).is_pending());
+        let own = db.begin().await.expect("the loop's statement waits for the claim to end, not for its own timeout");
+        own.commit().await.unwrap();
+        claim.finished().await;
     }
 }
