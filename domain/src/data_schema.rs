@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::event::{CloudEvent, is_json_type};
 
-/// Backtracking steps a `pattern` may take on one string (fancy-regex's own default is 1 000 000,
-/// tens of milliseconds, once per matching string of an event).
+/// Backtracking steps a `pattern` may take on one string; fancy-regex's own default, 1 000 000, is
+/// a hundred times as long for each string of each event.
 pub const PATTERN_BACKTRACK_LIMIT: usize = 10_000;
 
 /// A schema that compiled.

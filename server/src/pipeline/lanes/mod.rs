@@ -367,7 +367,6 @@ impl Lanes {
     }
 }
 
-/// A claim under way: what was planned, and what it brought.
 /// A claim under way, run as a task of its own beside the lane's loop. The loop awaits the
 /// database itself (putting messages back, expiring held ones): a claim that were one of the
 /// loop's own futures would not be polled meanwhile, and the connection it holds between its
