@@ -153,8 +153,7 @@ impl Routes {
 }
 
 /// [`compiled`] on a blocking thread. Filters and schemas are the customers' own and may take long
-/// to compile; meanwhile this task's worker, and what waits on it (such as a connection going back
-/// to its pool, spawned as the last query ended), is not held up.
+/// to compile; meanwhile the intake's worker thread, and the tasks queued on it, are not held up.
 async fn compiled_apart(
     customer_ids: Vec<CustomerId>,
     versions: std::collections::HashMap<CustomerId, i64>,
