@@ -15,7 +15,9 @@
 # With --ceiling, the program in bench/ceiling takes Herald's place: Herald's HTTP
 # stack doing the least a durable webhook service must (`durable`: store each event
 # and its message before the 202, record each attempt) or nothing but forwarding
-# (`bare`). Its figures are what this machine allows any design on that stack.
+# (`bare`). With --database-url, `durable` stores its rows in a fresh PostgreSQL
+# database instead of SQLite. Its figures are what this machine allows any design
+# on that stack.
 #
 # Needs wrk and nginx (Debian: apt-get install wrk nginx-light) and a release
 # build (cargo build --release -p server). Loopback only; stops by itself.
@@ -121,8 +123,19 @@ RAW_BEFORE=$(run_wrk "http://127.0.0.1:$NGINX_PORT/raw")
 measured "raw limit" "$RAW_BEFORE"
 echo "  $RAW_BEFORE requests/s"
 
+fresh_postgres() { # a new database beside DATABASE_URL's, dropped at the end; its URL in PG_URL
+    PG_DB=herald_wrk_$RANDOM$RANDOM
+    psql "$DATABASE_URL" -qc "CREATE DATABASE $PG_DB" >/dev/null
+    PG_URL="${DATABASE_URL%/*}/$PG_DB"
+}
+
 if [[ -n $CEILING ]]; then
-    [[ $CEILING == bare ]] || export DATABASE=$WORK/ceiling.db
+    if [[ $CEILING == durable && -n $DATABASE_URL ]]; then
+        fresh_postgres
+        export DATABASE=$PG_URL
+    elif [[ $CEILING == durable ]]; then
+        export DATABASE=$WORK/ceiling.db
+    fi
     LISTEN=127.0.0.1:$HERALD_PORT TARGET=http://127.0.0.1:$NGINX_PORT/hook/1 "$HERALD" >"$WORK/herald.log" 2>&1 &
     HERALD_PID=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$HERALD_PORT/" && break; sleep 0.1; done
@@ -132,9 +145,8 @@ else
     if [[ -z $DATABASE_URL ]]; then
         HERALD_URL="sqlite://$WORK/herald.db?mode=rwc"
     else
-        PG_DB=herald_wrk_$RANDOM$RANDOM
-        psql "$DATABASE_URL" -qc "CREATE DATABASE $PG_DB" >/dev/null
-        HERALD_URL="${DATABASE_URL%/*}/$PG_DB"
+        fresh_postgres
+        HERALD_URL=$PG_URL
     fi
     ADMIN=wrk-admin-token-$(python3 -c "import secrets; print(secrets.token_hex(20))")
     HERALD_DATABASE_URL=$HERALD_URL HERALD_LISTEN=127.0.0.1:$HERALD_PORT HERALD_ADMIN_TOKEN=$ADMIN \
