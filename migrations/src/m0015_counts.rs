@@ -5,8 +5,8 @@
 //!   insert of messages and taken from by retention, in the same transaction.
 //! - `attempt_counts`: each customer's attempts per minute (of their start),
 //!   succeeded and failed, added to by the recorder in the same transaction as
-//!   the attempts. A row per writer (`writer`: the process and its recorder's
-//!   batch slot), so that batches written at once never wait for one another's
+//!   the attempts. A row per writer (`writer`: the process and one of its
+//!   recorders), so that batches written at once never wait for one another's
 //!   row; a minute's count is the sum of its rows. Kept for a day.
 //!
 //! Both are filled here from the rows already stored: every message, and the

@@ -2,12 +2,12 @@
 //! while a batch is being written, and the next batch is whatever gathered
 //! meanwhile, up to the writer's own limit. A lone request is written at once;
 //! under load the batches grow with it, and the database pays once per batch.
+//! One batch of a loop is written at a time: a second in flight would only
+//! split what gathers meanwhile in two, and the database would pay twice.
 
 use std::future::Future;
 
 use tokio::sync::mpsc;
-
-use super::batch_slots::BatchSlots;
 
 /// What one batch may hold, decided request by request as they are taken from
 /// the queue; made new for every batch.
@@ -19,21 +19,19 @@ pub trait BatchLimit<T> {
     fn admits(&mut self, request: &T) -> bool;
 }
 
-/// Writes the queued requests in batches until the queue closes, then waits
-/// for the batches in flight. `write` gets each batch with its batch slot
-/// (see [`BatchSlots::spawn`]); a request that does not fit opens the next batch.
+/// Writes the queued requests in batches until the queue closes, each batch
+/// once the one before has ended; a request that does not fit opens the next
+/// batch. Each batch runs as a task of its own, so that a panic ends only it.
 pub async fn run<T, L, F>(
     mut incoming: mpsc::UnboundedReceiver<T>,
-    mut writers: BatchSlots,
     new_limit: impl Fn() -> L,
-    mut write: impl FnMut(Vec<T>, usize) -> F,
+    mut write: impl FnMut(Vec<T>) -> F,
 ) where
     L: BatchLimit<T>,
     F: Future<Output = ()> + Send + 'static,
 {
     let mut held: Option<T> = None;
     loop {
-        writers.wait_for_slot().await;
         let first = match held.take() {
             Some(request) => request,
             None => match incoming.recv().await {
@@ -51,9 +49,9 @@ pub async fn run<T, L, F>(
             }
             batch.push(next);
         }
-        writers.spawn(|slot| write(batch, slot));
+        // A batch that panicked answered nobody: its requests' senders are dropped with it.
+        let _ = tokio::spawn(write(batch)).await;
     }
-    writers.finish().await;
 }
 
 #[cfg(test)]
@@ -91,17 +89,16 @@ mod tests {
         let sink = written.clone();
         run(
             incoming,
-            BatchSlots::one(),
             || Units { most: 8, requests: 0, taken: 0 },
-            move |batch, slot| {
-                sink.lock().unwrap().push((batch, slot));
+            move |batch| {
+                sink.lock().unwrap().push(batch);
                 async {}
             },
         )
         .await;
         // 3 + 4 fit, 2 would pass 8; 2 opens the next, 9 does not fit beside it; 9 alone
         // exceeds the limit yet is written (a request is never split), 1 does not fit beside it.
-        let expected = vec![(vec![3, 4], 0), (vec![2], 0), (vec![9], 0), (vec![1], 0)];
+        let expected = vec![vec![3, 4], vec![2], vec![9], vec![1]];
         assert_eq!(*written.lock().unwrap(), expected);
     }
 }

@@ -20,7 +20,6 @@ use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{mpsc, oneshot};
 
 use super::PublishError;
-use super::batch_slots::BatchSlots;
 use super::group_commit::{self, BatchLimit};
 use super::handoff::{Dispatch, Handoff, Ready, Reservation};
 use super::job::Job;
@@ -95,8 +94,8 @@ impl Intake {
 async fn run(parts: IntakeContext, incoming: mpsc::UnboundedReceiver<Request>) {
     let parts = Arc::new(parts);
     let routes = Arc::new(Routes::default());
-    let write = |batch: Vec<Request>, _slot: usize| commit_batch(parts.clone(), routes.clone(), batch);
-    group_commit::run(incoming, BatchSlots::one(), EventBudget::default, write).await;
+    let write = |batch: Vec<Request>| commit_batch(parts.clone(), routes.clone(), batch);
+    group_commit::run(incoming, EventBudget::default, write).await;
 }
 
 /// At most `MAX_EVENTS` events per batch, but always the first request: a request is never split.

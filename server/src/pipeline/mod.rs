@@ -12,7 +12,6 @@
 //! `send`, `decide`) → `recorder` (group commit of attempts and circuits).
 //! Nothing here calls the services, the API or the dashboard.
 
-mod batch_slots;
 mod decide;
 mod deliver;
 pub mod endpoint_paces;

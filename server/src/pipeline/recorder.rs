@@ -3,8 +3,17 @@
 //! endpoint's circuit once per batch — whose transitions hold or release the
 //! endpoint's other messages. A lone attempt is written at once; under load,
 //! the attempts that finish while a batch is being written form the next one.
+//!
+//! On PostgreSQL a few recorders run side by side, each for its share of the
+//! endpoints: within a process their batches then never wait for each other's
+//! locks on an endpoint's circuit, and the attempts of one busy endpoint gather
+//! into large batches instead of being spread over small ones that take turns
+//! at its lock. The price: a batch that waits (for another process's lock on a
+//! circuit, say) holds up the other endpoints of its recorder meanwhile.
 
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use domain::ids::{CustomerId, EndpointId, MessageId, SubscriptionId};
 use foldhash::HashSet;
@@ -16,7 +25,6 @@ use sea_orm::{DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Pipeline;
-use super::batch_slots::{BatchSlots, POSTGRES_WRITERS};
 use super::decide::Decision;
 use super::group_commit::{self, BatchLimit};
 use super::operational::{Announced, report, report_dead, report_endpoints};
@@ -29,6 +37,12 @@ use crate::store::{self, audit, messages};
 
 /// The most attempts written in one transaction.
 const MAX_BATCH: usize = 256;
+
+/// Recorders on PostgreSQL, each writing one batch at a time, well inside the pool
+/// of 16 that the lanes and the API share; SQLite, with one writer, has one. Also
+/// the stride of the processes' rows in the per-minute attempt counts (a row per
+/// recorder), on either database, so that no two recorders update the same row.
+const POSTGRES_RECORDERS: usize = 4;
 
 /// One finished attempt, as the worker hands it over.
 pub struct AttemptRecord {
@@ -55,27 +69,42 @@ struct Pending {
 
 #[derive(Clone)]
 pub struct Recorder {
-    queue: mpsc::UnboundedSender<Pending>,
+    /// A queue per recorder; an endpoint's attempts always go to the same one.
+    queues: Arc<[mpsc::UnboundedSender<Pending>]>,
 }
 
 impl Recorder {
     pub fn spawn(pipeline: Pipeline) -> Recorder {
-        let (queue, incoming) = mpsc::unbounded_channel();
-        tokio::spawn(run(pipeline, incoming));
-        Recorder { queue }
+        let recorders = if store::is_postgres(&pipeline.db) { POSTGRES_RECORDERS } else { 1 };
+        let queues = (0..recorders)
+            .map(|recorder| {
+                let (queue, incoming) = mpsc::unbounded_channel();
+                tokio::spawn(run(pipeline.clone(), incoming, recorder));
+                queue
+            })
+            .collect();
+        Recorder { queues }
     }
 
     pub async fn record(&self, record: AttemptRecord) -> Recorded {
+        let queue = &self.queues[recorder_of(&record.message.endpoint_id, self.queues.len())];
         let (reply, answer) = oneshot::channel();
-        self.queue.send(Pending { record, reply }).map_err(|_| "the recorder has stopped".to_string())?;
+        queue.send(Pending { record, reply }).map_err(|_| "the recorder has stopped".to_string())?;
         answer.await.map_err(|_| "the recorder dropped the attempt".to_string())?
     }
 }
 
-async fn run(pipeline: Pipeline, incoming: mpsc::UnboundedReceiver<Pending>) {
-    let writers = BatchSlots::for_database(&pipeline.db);
-    let write = |batch: Vec<Pending>, slot: usize| commit_batch(pipeline.clone(), batch, slot);
-    group_commit::run(incoming, writers, OnePerMessage::default, write).await;
+/// The recorder, of `recorders`, that writes the attempts of `endpoint`.
+fn recorder_of(endpoint: &EndpointId, recorders: usize) -> usize {
+    (foldhash::fast::FixedState::with_seed(0).hash_one(endpoint) % recorders as u64) as usize
+}
+
+async fn run(pipeline: Pipeline, incoming: mpsc::UnboundedReceiver<Pending>, recorder: usize) {
+    // This process's rows of the per-minute attempt counts are its own: no other process's
+    // recorder writes them.
+    let writer = i64::from(pipeline.process) * POSTGRES_RECORDERS as i64 + recorder as i64;
+    let write = |batch: Vec<Pending>| commit_batch(pipeline.clone(), batch, writer);
+    group_commit::run(incoming, OnePerMessage::default, write).await;
 }
 
 /// At most `MAX_BATCH` attempts per batch, and one per message: a message leased
@@ -92,14 +121,13 @@ impl BatchLimit<Pending> for OnePerMessage {
     }
 }
 
-/// Writes one batch in one transaction and answers each attempt's worker; `slot`
-/// is the batch's among those in flight at once.
-async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>, slot: usize) {
+/// Writes one batch in one transaction and answers each attempt's worker; `writer`
+/// names the recorder's rows of the per-minute attempt counts.
+async fn commit_batch(pipeline: Pipeline, batch: Vec<Pending>, writer: i64) {
     let (records, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.record, p.reply)).unzip();
     let size = records.len();
     // Attempts sent and not yet recorded wait out an outage here, and are recorded as soon as the
     // database answers again: their messages are neither sent twice nor left leased.
-    let writer = i64::from(pipeline.process) * POSTGRES_WRITERS as i64 + slot as i64;
     let recorded = pipeline.health.through_outage("recording attempts", || write(&pipeline, &records, writer)).await;
     match recorded {
         Ok(results) => {
@@ -139,7 +167,7 @@ fn attempt_row(r: &AttemptRecord) -> attempt::Model {
 }
 
 /// One transaction for the whole batch, counted in the per-minute rows of
-/// `writer` (no two batches in flight share one); the results are in the batch's order.
+/// `writer` (no two recorders share one); the results are in the batch's order.
 async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> Result<Vec<Option<Transition>>, DbErr> {
     let now = pipeline.now_ms();
     let ends: Vec<End> = records
@@ -162,7 +190,8 @@ async fn write(pipeline: &Pipeline, records: &[AttemptRecord], writer: i64) -> R
     let txn = pipeline.db.begin().await?;
     let moved = messages::finish_recording(&txn, &ends, rows, now, writer).await?;
     let by_endpoint = charged_by_endpoint(records, &moved);
-    // Locked last, so that concurrent batches wait for each other's circuits as briefly as can be.
+    // Locked last, so that another process's batch, or an admin's change, waits for these
+    // circuits as briefly as can be.
     let endpoint_ids = by_endpoint.keys().map(|&id| id.clone()).collect();
     let mut results: Vec<Option<Transition>> = vec![None; records.len()];
     let mut circuits = Vec::new();
@@ -367,4 +396,23 @@ async fn count_attempts(
         transitions.push(transition);
     }
     Ok((circuit, transitions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_has_one_recorder_and_endpoints_share_them_all() {
+        let endpoints: Vec<EndpointId> = (0..64).map(|i| EndpointId::from(format!("ep_{i:026}"))).collect();
+        for endpoint in &endpoints {
+            let recorder = recorder_of(endpoint, POSTGRES_RECORDERS);
+            assert!(recorder < POSTGRES_RECORDERS);
+            assert_eq!(recorder_of(&endpoint.clone(), POSTGRES_RECORDERS), recorder, "always the same one");
+            assert_eq!(recorder_of(endpoint, 1), 0, "SQLite's one recorder");
+        }
+        let used: std::collections::BTreeSet<usize> =
+            endpoints.iter().map(|e| recorder_of(e, POSTGRES_RECORDERS)).collect();
+        assert_eq!(used.len(), POSTGRES_RECORDERS, "every recorder gets a share of the endpoints");
+    }
 }

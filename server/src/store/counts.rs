@@ -81,9 +81,9 @@ pub struct Attempted<'a> {
 pub const ADD_TO_ATTEMPT_COUNT: &str = "ON CONFLICT (customer_id, minute, writer) DO UPDATE SET \
      succeeded = attempt_counts.succeeded + excluded.succeeded, failed = attempt_counts.failed + excluded.failed";
 
-/// Adds attempts to their customers' minutes, in the rows of `writer`: the
-/// recorder's batches written at once each have their own, so that none waits
-/// for another's row until it commits. Rows are written in key order.
+/// Adds attempts to their customers' minutes, in the rows of `writer`: each
+/// recorder has its own rows, so that none waits for another's row until it
+/// commits. Rows are written in key order.
 pub async fn add_attempts<'a>(
     db: &impl ConnectionTrait,
     writer: i64,
